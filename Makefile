@@ -1,0 +1,69 @@
+# hone: entry points for people and CI. `make demo` and `make test` work on a fresh Debian 12
+# machine with the CUDA toolkit at /usr/local/cuda: they install what the build needs first.
+
+BUILD        ?= build
+FUZZ_BUILD   ?= build-fuzz
+JOBS         ?= 2
+FUZZ_SECONDS ?= 30
+CUDA_HOME    ?= /usr/local/cuda
+SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# Debian packages the build and the tests need.
+DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev pkg-config \
+                libgtest-dev libgmock-dev libbenchmark-dev \
+                nlohmann-json3-dev libcli11-dev libxxhash-dev libzstd-dev
+
+.PHONY: all deps configure build test unit fuzz-smoke demo bench clean
+
+all: build
+
+# Installs only what is missing, so it is fast when everything is there.
+deps:
+	@missing=""; \
+	for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "deps: installing$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	else \
+	  echo "deps: all $(words $(DEB_PACKAGES)) packages installed"; \
+	fi
+	@test -x $(CUDA_HOME)/bin/nvcc || { \
+	  echo "deps: no CUDA toolkit at $(CUDA_HOME) (nvcc, ptxas, NVRTC and cuda.h are needed to build;"; \
+	  echo "      install the CUDA 12/13 toolkit or pass CUDA_HOME=/path)"; exit 1; }
+
+configure: deps
+	@mkdir -p $(BUILD) && cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCUDAToolkit_ROOT=$(CUDA_HOME) > $(BUILD)/configure.log 2>&1 || \
+	  { cat $(BUILD)/configure.log; exit 1; }
+
+build: configure
+	cmake --build $(BUILD) -j$(JOBS)
+
+# Every test: unit and integration tests through CTest, then a bounded fuzzing run.
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+	$(MAKE) --no-print-directory fuzz-smoke
+
+unit: build
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+# The parser's libFuzzer target, built with clang and ASan/UBSan, run for FUZZ_SECONDS.
+fuzz-smoke: deps
+	@mkdir -p $(FUZZ_BUILD) && cmake -S . -B $(FUZZ_BUILD) -G Ninja -DHONE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DCUDAToolkit_ROOT=$(CUDA_HOME) > $(FUZZ_BUILD)/configure.log 2>&1 || \
+	  { cat $(FUZZ_BUILD)/configure.log; exit 1; }
+	cmake --build $(FUZZ_BUILD) -j$(JOBS)
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+demo: build
+	examples/demo.sh $(BUILD)
+
+bench: build
+	$(BUILD)/bin/hone-bench-ptx-parse
+
+clean:
+	rm -rf $(BUILD) $(FUZZ_BUILD)

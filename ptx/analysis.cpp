@@ -1,0 +1,568 @@
+#include "ptx/analysis.hpp"
+
+#include "ptx/lexer.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+namespace hone::ptx {
+
+std::string access_string(uint8_t access) {
+  std::string s;
+  if (access & k_access_read) s += 'r';
+  if (access & k_access_write) s += 'w';
+  if (access & k_access_atomic) s += 'a';
+  return s.empty() ? "-" : s;
+}
+
+uint8_t ParamInfo::access() const {
+  uint8_t a = 0;
+  for (const auto& p : pointers) a |= p.access;
+  return a;
+}
+
+const ParamInfo* EntryInfo::param(std::string_view pname) const {
+  for (const auto& p : params) {
+    if (p.name == pname) return &p;
+  }
+  return nullptr;
+}
+
+namespace {
+
+// Special registers (PTX ISA 10): matched on the name before any `.x` component.
+constexpr std::string_view k_special_registers[] = {
+    "%tid", "%ntid", "%laneid", "%warpid", "%nwarpid", "%ctaid", "%nctaid", "%smid", "%nsmid",
+    "%gridid", "%lanemask_eq", "%lanemask_le", "%lanemask_lt", "%lanemask_ge", "%lanemask_gt",
+    "%clock", "%clock_hi", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi",
+    "%total_smem_size", "%aggr_smem_size", "%dynamic_smem_size", "%is_explicit_cluster",
+    "%clusterid", "%nclusterid", "%cluster_ctaid", "%cluster_nctaid", "%cluster_ctarank",
+    "%cluster_nctarank", "%current_graph_exec", "%reserved_smem_offset_begin",
+    "%reserved_smem_offset_end", "%reserved_smem_offset_cap"};
+
+bool is_special_register(std::string_view name) {
+  auto base = name.substr(0, name.find('.'));
+  if (base.starts_with("%envreg") || base.starts_with("%pm")) return true;
+  return std::find(std::begin(k_special_registers), std::end(k_special_registers), base) !=
+         std::end(k_special_registers);
+}
+
+// Instructions whose result is an offset or a value, never a pointer derived from an operand:
+// a product, a shift or a quotient of a pointer is not a pointer.
+bool kills_pointer(const Instruction& inst) {
+  // Floating-point results are values; cvt.f32.u64 converts a number, not an address.
+  auto types = inst.types();
+  if (!types.empty() && is_float(types.front())) return true;
+  switch (inst.op) {
+  case Opcode::mul:
+  case Opcode::mul24:
+  case Opcode::shl:
+  case Opcode::shr:
+  case Opcode::div:
+  case Opcode::rem:
+  case Opcode::popc:
+  case Opcode::clz:
+  case Opcode::bfind:
+  case Opcode::brev:
+  case Opcode::bfe:
+  case Opcode::setp:
+  case Opcode::set:
+  case Opcode::isspacep:
+  case Opcode::vote:
+  case Opcode::activemask:
+    return true;
+  default:
+    return false;
+  }
+}
+
+// Instructions without a destination register in operand 0.
+bool has_no_destination(const Instruction& inst) {
+  switch (inst.op) {
+  case Opcode::st:
+  case Opcode::red:
+  case Opcode::bar:
+  case Opcode::barrier:
+  case Opcode::bra:
+  case Opcode::brx:
+  case Opcode::call:
+  case Opcode::ret:
+  case Opcode::exit:
+  case Opcode::trap:
+  case Opcode::membar:
+  case Opcode::fence:
+  case Opcode::prefetch:
+  case Opcode::prefetchu:
+  case Opcode::nanosleep:
+  case Opcode::pmevent:
+  case Opcode::stmatrix:
+  case Opcode::sust:
+  case Opcode::sured:
+  case Opcode::cp:
+  case Opcode::discard:
+  case Opcode::applypriority:
+  case Opcode::griddepcontrol:
+  case Opcode::brkpt:
+    return true;
+  case Opcode::wmma:
+    return inst.has_mod("store");
+  default:
+    return false;
+  }
+}
+
+// Access through an address operand at position `index` of `inst`.
+uint8_t address_access(const Instruction& inst, size_t index) {
+  switch (inst.op) {
+  case Opcode::ld:
+  case Opcode::ldu:
+  case Opcode::prefetch:
+  case Opcode::prefetchu:
+  case Opcode::ldmatrix:
+  case Opcode::tex:
+  case Opcode::tld4:
+  case Opcode::suld:
+    return k_access_read;
+  case Opcode::st:
+  case Opcode::stmatrix:
+  case Opcode::sust:
+    return k_access_write;
+  case Opcode::atom:
+  case Opcode::red:
+  case Opcode::sured:
+    return k_access_atomic;
+  case Opcode::cp:
+    // cp.async[.bulk]: destination first, source second
+    return index == 0 ? k_access_write : k_access_read;
+  case Opcode::wmma:
+    if (inst.has_mod("load")) return k_access_read;
+    if (inst.has_mod("store")) return k_access_write;
+    return k_access_read | k_access_write;
+  default:
+    return k_access_read | k_access_write;
+  }
+}
+
+using Bits = std::vector<uint64_t>;
+
+bool merge(Bits& into, const Bits& from) {
+  bool changed = false;
+  for (size_t i = 0; i < into.size(); ++i) {
+    uint64_t n = into[i] | from[i];
+    if (n != into[i]) {
+      into[i] = n;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+// The pointer analysis of one entry.
+class PointerAnalysis {
+public:
+  PointerAnalysis(const Function& f, std::vector<ParamInfo>& params) : m_f(f), m_params(params) {}
+
+  void run() {
+    collect_sources();
+    if (m_sources.empty()) return;
+    m_words = (m_sources.size() + 63) / 64;
+    propagate();
+    collect_uses();
+    report();
+  }
+
+private:
+  struct Source {
+    uint32_t param;
+    uint32_t offset;
+    uint32_t size;
+    uint8_t access = k_access_none;
+    bool used_as_address = false;
+    bool escapes = false;
+  };
+
+  const Function& m_f;
+  std::vector<ParamInfo>& m_params;
+  std::vector<Source> m_sources;
+  std::unordered_map<std::string_view, uint32_t> m_reg_ids;
+  std::vector<Bits> m_taint;                // per register id
+  std::map<std::pair<uint32_t, std::string_view>, uint32_t> m_source_of; // (stmt, reg) -> source
+  size_t m_words = 0;
+
+  int param_index(std::string_view name) const {
+    for (size_t i = 0; i < m_params.size(); ++i) {
+      if (m_params[i].name == name) return int(i);
+    }
+    return -1;
+  }
+
+  uint32_t reg_id(std::string_view name) {
+    auto [it, inserted] = m_reg_ids.emplace(name, uint32_t(m_taint.size()));
+    if (inserted) m_taint.emplace_back(m_words, 0);
+    return it->second;
+  }
+
+  // Registers named by an operand (the elements of vectors and pairs, address bases).
+  template <class F> static void for_each_reg(const Operand& o, F&& fn) {
+    switch (o.kind) {
+    case Operand::Kind::reg:
+      fn(o.name);
+      break;
+    case Operand::Kind::address:
+      if (o.base_is_reg) fn(o.name);
+      for (const auto& e : o.elems) for_each_reg(e, fn);
+      break;
+    case Operand::Kind::vector:
+    case Operand::Kind::pair:
+    case Operand::Kind::list:
+      for (const auto& e : o.elems) for_each_reg(e, fn);
+      break;
+    default:
+      break;
+    }
+  }
+
+  // Parameter loads `ld.param [name+off]` become sources; parameters named otherwise are
+  // address-taken.
+  void collect_sources() {
+    for (size_t si = 0; si < m_f.body.size(); ++si) {
+      const auto* inst = std::get_if<Instruction>(&m_f.body[si].item);
+      if (!inst) continue;
+      for (size_t oi = 0; oi < inst->operands.size(); ++oi) {
+        const auto& o = inst->operands[oi];
+        bool param_load = inst->op == Opcode::ld && inst->space() == Space::param &&
+                          o.kind == Operand::Kind::address && !o.base_is_reg && oi == 1;
+        if (param_load) {
+          int p = param_index(o.name);
+          if (p < 0) continue;
+          uint32_t size = type_size(inst->last_type());
+          const auto& dest = inst->operands[0];
+          std::vector<std::string_view> regs;
+          for_each_reg(dest, [&](std::string_view r) { regs.push_back(r); });
+          for (size_t k = 0; k < regs.size(); ++k) {
+            // Only a 64-bit integer can hold a pointer with .address_size 64.
+            if (size != 8 || is_float(inst->last_type())) continue;
+            m_source_of[{uint32_t(si), regs[k]}] = uint32_t(m_sources.size());
+            m_sources.push_back({uint32_t(p), uint32_t(o.value + int64_t(k) * size), size});
+          }
+          continue;
+        }
+        if ((o.kind == Operand::Kind::symbol || o.kind == Operand::Kind::address) &&
+            !o.base_is_reg) {
+          if (int p = param_index(o.name); p >= 0) m_params[size_t(p)].address_taken = true;
+        }
+      }
+    }
+  }
+
+  void propagate() {
+    // Seed the sources.
+    for (const auto& [key, src] : m_source_of) {
+      auto& t = m_taint[reg_id(key.second)];
+      t[src / 64] |= 1ull << (src % 64);
+    }
+    // Flow-insensitive: iterate to a fixed point over every instruction.
+    bool changed = true;
+    Bits acc(m_words);
+    while (changed) {
+      changed = false;
+      for (const auto& st : m_f.body) {
+        const auto* inst = std::get_if<Instruction>(&st.item);
+        if (!inst || inst->operands.empty() || has_no_destination(*inst)) continue;
+        if (inst->op == Opcode::ld || inst->op == Opcode::ldu || inst->op == Opcode::atom ||
+            kills_pointer(*inst)) {
+          continue;
+        }
+        std::fill(acc.begin(), acc.end(), 0);
+        auto sources_from = [&](const Operand& o) {
+          for_each_reg(o, [&](std::string_view r) { merge(acc, m_taint[reg_id(r)]); });
+        };
+        if ((inst->op == Opcode::mad || inst->op == Opcode::mad24) && inst->operands.size() == 4) {
+          sources_from(inst->operands[3]); // a*b is an offset; c may be a pointer
+        } else {
+          for (size_t i = 1; i < inst->operands.size(); ++i) sources_from(inst->operands[i]);
+        }
+        bool any = std::any_of(acc.begin(), acc.end(), [](uint64_t w) { return w != 0; });
+        if (!any) continue;
+        for_each_reg(inst->operands[0], [&](std::string_view r) {
+          if (merge(m_taint[reg_id(r)], acc)) changed = true;
+        });
+      }
+    }
+  }
+
+  template <class F> void for_each_source(const Bits& bits, F&& fn) {
+    for (size_t w = 0; w < bits.size(); ++w) {
+      for (uint64_t b = bits[w]; b; b &= b - 1) fn(m_sources[w * 64 + size_t(__builtin_ctzll(b))]);
+    }
+  }
+
+  void escape_reg(std::string_view r) {
+    auto it = m_reg_ids.find(r);
+    if (it == m_reg_ids.end()) return;
+    for_each_source(m_taint[it->second], [](Source& s) { s.escapes = true; });
+  }
+
+  // Every register-like word in raw text (opaque instructions, kept expressions).
+  void escape_text(std::string_view text) {
+    Cursor c(text);
+    for (size_t i = 0; i < text.size();) {
+      if (is_ident_start(text[i])) {
+        size_t j = i + 1;
+        while (j < text.size() && is_ident_char(text[j])) ++j;
+        escape_reg(text.substr(i, j - i));
+        i = j;
+      } else {
+        ++i;
+      }
+    }
+  }
+
+  void collect_uses() {
+    for (const auto& st : m_f.body) {
+      if (const auto* op = std::get_if<Opaque>(&st.item)) {
+        escape_text(op->text);
+        continue;
+      }
+      const auto* inst = std::get_if<Instruction>(&st.item);
+      if (!inst) continue;
+      bool stores_value = inst->op == Opcode::st || inst->op == Opcode::atom ||
+                          inst->op == Opcode::red || inst->op == Opcode::call ||
+                          inst->op == Opcode::sust || inst->op == Opcode::sured;
+      for (size_t i = 0; i < inst->operands.size(); ++i) {
+        const auto& o = inst->operands[i];
+        if (o.kind == Operand::Kind::expr) {
+          escape_text(o.name);
+          continue;
+        }
+        if (o.kind == Operand::Kind::address) {
+          if (o.base_is_reg) {
+            auto it = m_reg_ids.find(o.name);
+            if (it != m_reg_ids.end()) {
+              uint8_t a = address_access(*inst, i);
+              for_each_source(m_taint[it->second], [&](Source& s) {
+                s.used_as_address = true;
+                s.access |= a;
+              });
+            }
+          }
+          for (const auto& e : o.elems) for_each_reg(e, [&](std::string_view r) { escape_reg(r); });
+          continue;
+        }
+        bool is_dest = i == 0 && !has_no_destination(*inst);
+        if (stores_value && !is_dest) {
+          for_each_reg(o, [&](std::string_view r) { escape_reg(r); });
+        }
+      }
+    }
+  }
+
+  void report() {
+    for (const auto& s : m_sources) {
+      if (!s.used_as_address && !s.escapes) continue;
+      uint8_t access = s.access;
+      if (s.escapes) access |= k_access_read | k_access_write;
+      auto& ptrs = m_params[s.param].pointers;
+      auto it = std::find_if(ptrs.begin(), ptrs.end(),
+                             [&](const PointerUse& u) { return u.offset == s.offset; });
+      if (it == ptrs.end()) {
+        ptrs.push_back({s.offset, access, s.escapes});
+      } else {
+        it->access |= access;
+        it->escapes = it->escapes || s.escapes;
+      }
+    }
+    for (auto& p : m_params) {
+      std::sort(p.pointers.begin(), p.pointers.end(),
+                [](const PointerUse& a, const PointerUse& b) { return a.offset < b.offset; });
+    }
+  }
+};
+
+void layout_params(const Function& f, EntryInfo& info) {
+  uint32_t offset = 0;
+  for (const auto& p : f.params) {
+    ParamInfo pi;
+    pi.name = std::string(p.name);
+    pi.type = p.type;
+    pi.size = p.size_bytes();
+    pi.align = p.alignment();
+    pi.aggregate = p.array >= 0;
+    offset = (offset + pi.align - 1) / pi.align * pi.align;
+    pi.offset = offset;
+    offset += pi.size;
+    info.params.push_back(std::move(pi));
+  }
+  info.param_bytes = offset;
+}
+
+// Names of module-level symbols an instruction or raw text mentions.
+void collect_symbols(const Statement& st, std::set<std::string_view>& out) {
+  auto from_operand = [&](auto&& self, const Operand& o) -> void {
+    if ((o.kind == Operand::Kind::symbol || o.kind == Operand::Kind::address) && !o.base_is_reg &&
+        !o.name.empty()) {
+      out.insert(o.name);
+    }
+    if (o.kind == Operand::Kind::expr) {
+      for (size_t i = 0; i < o.name.size();) {
+        if (is_ident_start(o.name[i])) {
+          size_t j = i + 1;
+          while (j < o.name.size() && is_ident_char(o.name[j])) ++j;
+          out.insert(o.name.substr(i, j - i));
+          i = j;
+        } else {
+          ++i;
+        }
+      }
+    }
+    for (const auto& e : o.elems) self(self, e);
+  };
+  if (const auto* inst = std::get_if<Instruction>(&st.item)) {
+    for (const auto& o : inst->operands) from_operand(from_operand, o);
+  } else if (const auto* op = std::get_if<Opaque>(&st.item)) {
+    Operand e;
+    e.kind = Operand::Kind::expr;
+    e.name = op->text;
+    from_operand(from_operand, e);
+  }
+}
+
+uint64_t align_up(uint64_t v, uint64_t a) { return a ? (v + a - 1) / a * a : v; }
+
+} // namespace
+
+EntryInfo analyze_entry(const Module& module, const Function& entry) {
+  EntryInfo info;
+  info.name = std::string(entry.name);
+  layout_params(entry, info);
+  PointerAnalysis(entry, info.params).run();
+
+  auto dims = [](const FuncDirective* d) -> std::optional<std::array<int64_t, 3>> {
+    if (!d || d->values.empty()) return std::nullopt;
+    std::array<int64_t, 3> v{1, 1, 1};
+    for (size_t i = 0; i < d->values.size() && i < 3; ++i) v[i] = d->values[i];
+    return v;
+  };
+  info.maxntid = dims(entry.directive("maxntid"));
+  info.reqntid = dims(entry.directive("reqntid"));
+  if (const auto* d = entry.directive("minnctapersm"); d && !d->values.empty()) {
+    info.minnctapersm = d->values[0];
+  }
+  if (const auto* d = entry.directive("maxnreg"); d && !d->values.empty()) {
+    info.maxnreg = d->values[0];
+  }
+
+  // The entry and every function it reaches through direct calls.
+  std::vector<const Function*> reached{&entry};
+  std::set<std::string_view> seen_funcs{entry.name};
+  std::set<std::string_view> symbols;
+  std::set<std::string> sregs;
+  std::map<Type, uint32_t> regs;
+  for (size_t fi = 0; fi < reached.size(); ++fi) {
+    const Function& f = *reached[fi];
+    for (const auto& st : f.body) {
+      collect_symbols(st, symbols);
+      if (const auto* r = std::get_if<RegDecl>(&st.item); r && fi == 0) {
+        for (const auto& n : r->names) regs[r->type] += uint32_t(n.count >= 0 ? n.count : 1);
+      }
+      if (const auto* v = std::get_if<VarDecl>(&st.item)) {
+        if (v->space == Space::shared) {
+          if (v->dims.size() && v->dims.back() < 0) {
+            info.dynamic_shared = true;
+          } else {
+            info.static_shared_bytes = align_up(info.static_shared_bytes, v->align) + v->size_bytes();
+          }
+        } else if (v->space == Space::local && fi == 0) {
+          info.local_bytes = align_up(info.local_bytes, v->align) + v->size_bytes();
+        }
+      }
+      if (std::holds_alternative<Opaque>(st.item)) info.has_opaque = true;
+      const auto* inst = std::get_if<Instruction>(&st.item);
+      if (!inst) continue;
+      if (fi == 0) ++info.instructions;
+      switch (inst->op) {
+      case Opcode::bar:
+      case Opcode::barrier:
+        if (!inst->has_mod("warp")) info.uses_barrier = true;
+        break;
+      case Opcode::shfl:
+        info.uses_shuffle = true;
+        break;
+      case Opcode::vote:
+        info.uses_vote = true;
+        break;
+      case Opcode::match:
+        info.uses_match = true;
+        break;
+      case Opcode::atom:
+      case Opcode::red:
+        if (inst->space() == Space::shared) {
+          info.uses_atomics_shared = true;
+        } else {
+          info.uses_atomics_global = true;
+        }
+        break;
+      case Opcode::tex:
+      case Opcode::tld4:
+      case Opcode::suld:
+      case Opcode::sust:
+        info.uses_texture = true;
+        break;
+      case Opcode::call:
+        for (const auto& o : inst->operands) {
+          if (o.kind != Operand::Kind::symbol) continue;
+          const Function* callee = module.function(o.name);
+          if (callee && seen_funcs.insert(callee->name).second) {
+            reached.push_back(callee);
+            info.callees.emplace_back(callee->name);
+          }
+        }
+        break;
+      default:
+        break;
+      }
+      for (auto m : inst->mods) {
+        Type t = type_from_name(m);
+        if (t == Type::f64) info.uses_fp64 = true;
+        if (t == Type::f16 || t == Type::f16x2 || t == Type::bf16 || t == Type::bf16x2) {
+          info.uses_fp16 = true;
+        }
+      }
+      for (const auto& o : inst->operands) {
+        auto visit = [&](auto&& self, const Operand& op) -> void {
+          if (op.kind == Operand::Kind::reg && is_special_register(op.name)) {
+            sregs.insert(std::string(op.name));
+          }
+          for (const auto& e : op.elems) self(self, e);
+        };
+        visit(visit, o);
+      }
+    }
+  }
+  // Module-level .shared variables the entry or its callees name.
+  for (const auto& it : module.items) {
+    const auto* v = std::get_if<VarDecl>(&it.item);
+    if (!v || v->space != Space::shared || !symbols.count(v->name)) continue;
+    if (v->dims.size() && v->dims.back() < 0) {
+      info.dynamic_shared = true;
+    } else {
+      info.static_shared_bytes = align_up(info.static_shared_bytes, v->align) + v->size_bytes();
+    }
+  }
+  info.special_registers.assign(sregs.begin(), sregs.end());
+  for (const auto& [t, n] : regs) {
+    info.registers.push_back({t, n});
+    info.total_registers += n;
+  }
+  return info;
+}
+
+std::vector<EntryInfo> analyze(const Module& module) {
+  std::vector<EntryInfo> out;
+  for (const auto* f : module.entries()) out.push_back(analyze_entry(module, *f));
+  return out;
+}
+
+} // namespace hone::ptx

@@ -1,0 +1,93 @@
+// What an entry point needs and does: its parameter layout as the driver lays it out, which
+// parameters are pointers and what the kernel does through them, and the resources it uses.
+//
+// The pointer analysis is conservative: a pointer whose uses cannot be followed (stored to memory,
+// passed to a call, used by an instruction the IR keeps opaque) is reported as read and written.
+#pragma once
+
+#include "ptx/ir.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hone::ptx {
+
+enum Access : uint8_t {
+  k_access_none = 0,
+  k_access_read = 1,
+  k_access_write = 2,
+  k_access_atomic = 4,
+};
+
+// "r", "w", "rw", "a", "ra", "rwa", or "-" for none.
+std::string access_string(uint8_t access);
+
+// A pointer held in a parameter, at `offset` bytes into it (0 for a plain pointer parameter).
+struct PointerUse {
+  uint32_t offset = 0;
+  uint8_t access = k_access_none;
+  bool escapes = false; // its uses could not all be followed: access is the conservative rw
+};
+
+struct ParamInfo {
+  std::string name;
+  Type type = Type::none;
+  uint32_t size = 0;
+  uint32_t align = 0;
+  uint32_t offset = 0;     // byte offset in the launch parameter buffer
+  bool aggregate = false;  // a by-value array or struct (`.b8 name[N]`)
+  std::vector<PointerUse> pointers;
+  bool address_taken = false; // read through its address: any 8-byte field may be a pointer
+
+  bool is_pointer() const { return !pointers.empty(); }
+  // Union of the accesses through every pointer in the parameter.
+  uint8_t access() const;
+};
+
+struct RegisterCount {
+  Type type = Type::none;
+  uint32_t count = 0;
+};
+
+struct EntryInfo {
+  std::string name;
+  std::vector<ParamInfo> params;
+  uint32_t param_bytes = 0;
+
+  uint64_t static_shared_bytes = 0; // module and entry .shared variables it (or a callee) uses
+  bool dynamic_shared = false;      // uses an `.extern .shared` array
+  uint64_t local_bytes = 0;         // .local variables of the entry itself
+
+  bool uses_barrier = false;
+  bool uses_shuffle = false;
+  bool uses_vote = false;
+  bool uses_match = false;
+  bool uses_atomics_global = false; // atom/red on global or generic addresses
+  bool uses_atomics_shared = false;
+  bool uses_fp64 = false;
+  bool uses_fp16 = false;           // f16 or bf16 arithmetic or conversion
+  bool uses_texture = false;
+  bool has_opaque = false;          // holds instructions the IR keeps as text
+
+  std::vector<std::string> special_registers; // sorted: %tid.x, %ctaid.x, ...
+  std::vector<RegisterCount> registers;       // declared virtual registers by type
+  uint32_t total_registers = 0;
+  uint32_t instructions = 0;
+  std::vector<std::string> callees; // .func names called directly, transitively
+
+  std::optional<std::array<int64_t, 3>> maxntid;
+  std::optional<std::array<int64_t, 3>> reqntid;
+  std::optional<int64_t> minnctapersm;
+  std::optional<int64_t> maxnreg;
+
+  const ParamInfo* param(std::string_view pname) const;
+};
+
+// Analyze one entry of `module`.
+EntryInfo analyze_entry(const Module& module, const Function& entry);
+// Analyze every entry with a body, in module order.
+std::vector<EntryInfo> analyze(const Module& module);
+
+} // namespace hone::ptx
