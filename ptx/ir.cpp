@@ -116,7 +116,7 @@ Space space_from_name(std::string_view text) {
   if (text == "const") return Space::const_;
   if (text == "global") return Space::global;
   if (text == "local") return Space::local;
-  if (text == "param") return Space::param;
+  if (text == "param" || text == "param::entry" || text == "param::func") return Space::param;
   if (text == "shared" || text == "shared::cta" || text == "shared::cluster") return Space::shared;
   if (text == "tex") return Space::tex;
   return Space::none;

@@ -1,0 +1,250 @@
+#include "common/protocol.hpp"
+
+#include <cstring>
+
+namespace hone::proto {
+
+void FrameHeader::encode(char out[k_header_size]) const {
+  uint16_t t = uint16_t(type);
+  std::memcpy(out, &magic, 4);
+  std::memcpy(out + 4, &t, 2);
+  std::memcpy(out + 6, &flags, 2);
+  std::memcpy(out + 8, &length, 4);
+  std::memcpy(out + 12, &seq, 4);
+}
+
+std::optional<FrameHeader> FrameHeader::decode(const char in[k_header_size], const char** why) {
+  FrameHeader h;
+  uint16_t t;
+  std::memcpy(&h.magic, in, 4);
+  std::memcpy(&t, in + 4, 2);
+  std::memcpy(&h.flags, in + 6, 2);
+  std::memcpy(&h.length, in + 8, 4);
+  std::memcpy(&h.seq, in + 12, 4);
+  h.type = MsgType(t);
+  if (h.magic != k_magic) {
+    if (why) *why = "bad frame magic (not a hone peer?)";
+    return std::nullopt;
+  }
+  if (h.length > k_max_payload) {
+    if (why) *why = "frame payload over the 4 MiB limit";
+    return std::nullopt;
+  }
+  if (h.flags & ~uint16_t(k_flag_fd)) {
+    if (why) *why = "unknown frame flags";
+    return std::nullopt;
+  }
+  return h;
+}
+
+std::string frame(MsgType type, uint32_t seq, const wire::Writer& payload, uint16_t flags) {
+  FrameHeader h;
+  h.type = type;
+  h.flags = flags;
+  h.length = uint32_t(payload.size());
+  h.seq = seq;
+  std::string out(k_header_size, '\0');
+  h.encode(out.data());
+  out += payload.out();
+  return out;
+}
+
+namespace {
+
+void put_hash(wire::Writer& w, const ImageHash& h) {
+  w.u64(h.lo);
+  w.u64(h.hi);
+}
+ImageHash get_hash(wire::Reader& r) {
+  ImageHash h;
+  h.lo = r.u64();
+  h.hi = r.u64();
+  return h;
+}
+
+constexpr uint32_t k_max_name = 64u << 10;
+
+} // namespace
+
+void encode(wire::Writer& w, const Hello& m) {
+  w.u32(m.version_min);
+  w.u32(m.version_max);
+  w.u8(uint8_t(m.kind));
+  w.u32(m.pid);
+  w.u32(m.uid);
+  w.str(m.exe);
+  w.str(m.hostname);
+  w.str(m.device_name);
+  w.str(m.arch);
+  w.u32(m.driver_version);
+  w.str(m.client_version);
+}
+
+bool decode(wire::Reader& r, Hello& m) {
+  m.version_min = r.u32();
+  m.version_max = r.u32();
+  uint8_t kind = r.u8();
+  if (kind < 1 || kind > 3) r.fail("unknown client kind");
+  m.kind = ClientKind(kind);
+  m.pid = r.u32();
+  m.uid = r.u32();
+  m.exe = r.str(4096);
+  m.hostname = r.str(256);
+  m.device_name = r.str(256);
+  m.arch = r.str(32);
+  m.driver_version = r.u32();
+  m.client_version = r.str(64);
+  if (r.ok() && m.version_min > m.version_max) r.fail("version range is empty");
+  return r.ok();
+}
+
+void encode(wire::Writer& w, const HelloAck& m) {
+  w.u32(m.version);
+  w.str(m.daemon_version);
+  w.u32(m.report_interval_ms);
+}
+
+bool decode(wire::Reader& r, HelloAck& m) {
+  m.version = r.u32();
+  m.daemon_version = r.str(64);
+  m.report_interval_ms = r.u32();
+  return r.ok();
+}
+
+void encode(wire::Writer& w, const ErrorMsg& m) {
+  w.u32(m.code);
+  w.str(m.message);
+}
+
+bool decode(wire::Reader& r, ErrorMsg& m) {
+  m.code = r.u32();
+  m.message = r.str(k_max_name);
+  return r.ok();
+}
+
+void encode(wire::Writer& w, const Kernels& m) {
+  w.u32(uint32_t(m.kernels.size()));
+  for (const auto& k : m.kernels) {
+    w.u64(k.id);
+    put_hash(w, k.key.image);
+    w.str(k.key.entry);
+    w.u8(uint8_t(k.format));
+    w.u64(k.image_size);
+    w.boolean(k.source_known);
+  }
+}
+
+bool decode(wire::Reader& r, Kernels& m) {
+  uint32_t n = r.count(1u << 16, 8 + 16 + 4 + 1 + 8 + 1);
+  m.kernels.resize(n);
+  for (auto& k : m.kernels) {
+    k.id = r.u64();
+    k.key.image = get_hash(r);
+    k.key.entry = r.str(k_max_name);
+    uint8_t f = r.u8();
+    if (f > 3) r.fail("unknown image format");
+    k.format = ImageFormat(f);
+    k.image_size = r.u64();
+    k.source_known = r.boolean();
+    if (!r.ok()) break;
+    if (k.key.entry.empty()) r.fail("kernel without a name");
+  }
+  return r.ok();
+}
+
+void encode(wire::Writer& w, const Stats& m) {
+  w.u64(m.uptime_ns);
+  w.u32(uint32_t(m.kernels.size()));
+  for (const auto& k : m.kernels) {
+    w.u64(k.id);
+    w.u64(k.launches);
+    w.u64(k.sampled);
+    w.u64(k.sampled_ns);
+    for (auto v : k.grid) w.u32(v);
+    for (auto v : k.block) w.u32(v);
+  }
+}
+
+bool decode(wire::Reader& r, Stats& m) {
+  m.uptime_ns = r.u64();
+  uint32_t n = r.count(1u << 16, 8 * 4 + 24);
+  m.kernels.resize(n);
+  for (auto& k : m.kernels) {
+    k.id = r.u64();
+    k.launches = r.u64();
+    k.sampled = r.u64();
+    k.sampled_ns = r.u64();
+    for (auto& v : k.grid) v = r.u32();
+    for (auto& v : k.block) v = r.u32();
+    if (!r.ok()) break;
+    if (k.sampled > k.launches) r.fail("more sampled launches than launches");
+  }
+  return r.ok();
+}
+
+void encode(wire::Writer& w, const ImageRequest& m) { put_hash(w, m.image); }
+
+bool decode(wire::Reader& r, ImageRequest& m) {
+  m.image = get_hash(r);
+  return r.ok();
+}
+
+void encode(wire::Writer& w, const Image& m) {
+  put_hash(w, m.image);
+  w.boolean(m.available);
+  w.u8(uint8_t(m.format));
+  w.u64(m.size);
+  w.boolean(m.source.has_value());
+  if (m.source) {
+    w.str(m.source->name);
+    w.str(m.source->source);
+    w.u32(uint32_t(m.source->headers.size()));
+    for (const auto& [n, c] : m.source->headers) {
+      w.str(n);
+      w.str(c);
+    }
+    w.u32(uint32_t(m.source->options.size()));
+    for (const auto& o : m.source->options) w.str(o);
+  }
+}
+
+bool decode(wire::Reader& r, Image& m) {
+  m.image = get_hash(r);
+  m.available = r.boolean();
+  uint8_t f = r.u8();
+  if (f > 3) r.fail("unknown image format");
+  m.format = ImageFormat(f);
+  m.size = r.u64();
+  if (r.boolean()) {
+    SourceInfo s;
+    s.name = r.str(k_max_name);
+    s.source = r.str();
+    uint32_t nh = r.count(1024, 8);
+    for (uint32_t i = 0; i < nh && r.ok(); ++i) {
+      std::string n = r.str(k_max_name);
+      std::string c = r.str();
+      s.headers.emplace_back(std::move(n), std::move(c));
+    }
+    uint32_t no = r.count(1024, 4);
+    for (uint32_t i = 0; i < no && r.ok(); ++i) s.options.push_back(r.str(k_max_name));
+    m.source = std::move(s);
+  }
+  return r.ok();
+}
+
+const char* type_name(MsgType t) {
+  switch (t) {
+  case MsgType::hello: return "hello";
+  case MsgType::hello_ack: return "hello_ack";
+  case MsgType::error: return "error";
+  case MsgType::goodbye: return "goodbye";
+  case MsgType::kernels: return "kernels";
+  case MsgType::stats: return "stats";
+  case MsgType::image: return "image";
+  case MsgType::image_request: return "image_request";
+  case MsgType::control: return "control";
+  }
+  return "unknown";
+}
+
+} // namespace hone::proto

@@ -1,0 +1,177 @@
+// hone's socket protocol: frames and messages between the shim, honed and honectl.
+// docs/protocol.md is the specification; this header is its one implementation.
+//
+// A frame is a 16-byte header and a payload of at most k_max_payload bytes. Bulk data (images,
+// captures) never travels in a frame: it is written to a memfd whose descriptor rides along with
+// the frame (SCM_RIGHTS), and the frame says how many bytes it holds.
+#pragma once
+
+#include "common/identity.hpp"
+#include "common/wire.hpp"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hone::proto {
+
+// Versions this build speaks; a peer picks the highest both speak.
+constexpr uint32_t k_version_min = 1;
+constexpr uint32_t k_version_max = 1;
+
+constexpr uint32_t k_magic = 0x454E4F48; // "HONE" in little-endian byte order
+constexpr uint32_t k_max_payload = 4u << 20;
+constexpr size_t k_header_size = 16;
+
+enum class MsgType : uint16_t {
+  // session
+  hello = 1,      // client -> daemon, first frame of every connection
+  hello_ack = 2,  // daemon -> client
+  error = 3,      // either way; the sender closes after a fatal one
+  goodbye = 4,    // client -> daemon
+  // shim reports (shim -> daemon)
+  kernels = 10,   // kernels first seen since the last report
+  stats = 11,     // launch counters and sampled device time
+  image = 12,     // an image's bytes (memfd) and, when known, its NVRTC source
+  // daemon requests (daemon -> shim)
+  image_request = 20,
+  // control (honectl <-> daemon): request and response share a type
+  control = 40,
+};
+
+// Frame flags.
+enum : uint16_t {
+  k_flag_fd = 1, // one file descriptor accompanies the frame
+};
+
+struct FrameHeader {
+  uint32_t magic = k_magic;
+  MsgType type = MsgType::hello;
+  uint16_t flags = 0;
+  uint32_t length = 0; // payload bytes
+  uint32_t seq = 0;    // request id; a reply carries its request's seq
+
+  void encode(char out[k_header_size]) const;
+  // Parse and check a header (magic, length bound). nullopt with `why` set when it is bad.
+  static std::optional<FrameHeader> decode(const char in[k_header_size], const char** why);
+};
+
+// Who is on the client side of a connection.
+enum class ClientKind : uint8_t { shim = 1, ctl = 2, worker = 3 };
+
+struct Hello {
+  uint32_t version_min = k_version_min;
+  uint32_t version_max = k_version_max;
+  ClientKind kind = ClientKind::shim;
+  uint32_t pid = 0;
+  uint32_t uid = 0;
+  std::string exe;           // /proc/self/exe
+  std::string hostname;
+  std::string device_name;   // first device the process uses, empty if not yet known
+  std::string arch;          // "sm_90"
+  uint32_t driver_version = 0; // cuDriverGetVersion
+  std::string client_version;  // hone version of the shim or honectl
+};
+
+struct HelloAck {
+  uint32_t version = k_version_max;
+  std::string daemon_version;
+  uint32_t report_interval_ms = 2000;
+};
+
+struct ErrorMsg {
+  uint32_t code = 0; // an ErrorCode
+  std::string message;
+};
+
+enum ErrorCode : uint32_t {
+  k_err_protocol = 1,    // malformed frame or message
+  k_err_version = 2,     // no common protocol version
+  k_err_permission = 3,  // peer credentials not allowed
+  k_err_limit = 4,       // too many connections or messages
+  k_err_unknown = 5,     // unknown message type
+  k_err_internal = 6,
+  k_err_not_found = 7,
+  k_err_invalid = 8,     // a request that cannot be honoured as asked
+};
+
+enum class ImageFormat : uint8_t { unknown = 0, ptx = 1, cubin = 2, fatbin = 3 };
+
+// A kernel the process has looked up, by the shim's handle for it.
+struct KernelInfo {
+  uint64_t id = 0;           // the shim's handle, unique within the process
+  KernelKey key;
+  ImageFormat format = ImageFormat::unknown;
+  uint64_t image_size = 0;
+  bool source_known = false; // the image came from NVRTC and the shim has the source
+};
+
+struct Kernels {
+  std::vector<KernelInfo> kernels;
+};
+
+struct KernelStats {
+  uint64_t id = 0;
+  uint64_t launches = 0;      // cumulative since the kernel was seen
+  uint64_t sampled = 0;       // launches timed with events, cumulative
+  uint64_t sampled_ns = 0;    // their device time, cumulative
+  std::array<uint32_t, 3> grid{};  // of the last launch
+  std::array<uint32_t, 3> block{};
+};
+
+struct Stats {
+  uint64_t uptime_ns = 0;     // since the shim initialised
+  std::vector<KernelStats> kernels; // only kernels launched since the last report
+};
+
+struct ImageRequest {
+  ImageHash image;
+};
+
+struct SourceInfo {
+  std::string name;                  // program name given to nvrtcCreateProgram
+  std::string source;
+  std::vector<std::pair<std::string, std::string>> headers; // include name, contents
+  std::vector<std::string> options;  // nvrtcCompileProgram options
+};
+
+// Reply to ImageRequest: the bytes are in the accompanying memfd.
+struct Image {
+  ImageHash image;
+  bool available = false;    // false: the shim no longer has the bytes (nothing attached)
+  ImageFormat format = ImageFormat::unknown;
+  uint64_t size = 0;
+  std::optional<SourceInfo> source;
+};
+
+void encode(wire::Writer& w, const Hello& m);
+void encode(wire::Writer& w, const HelloAck& m);
+void encode(wire::Writer& w, const ErrorMsg& m);
+void encode(wire::Writer& w, const Kernels& m);
+void encode(wire::Writer& w, const Stats& m);
+void encode(wire::Writer& w, const ImageRequest& m);
+void encode(wire::Writer& w, const Image& m);
+
+// Decoders read the whole payload; trailing bytes are ignored (fields a newer peer appended).
+bool decode(wire::Reader& r, Hello& m);
+bool decode(wire::Reader& r, HelloAck& m);
+bool decode(wire::Reader& r, ErrorMsg& m);
+bool decode(wire::Reader& r, Kernels& m);
+bool decode(wire::Reader& r, Stats& m);
+bool decode(wire::Reader& r, ImageRequest& m);
+bool decode(wire::Reader& r, Image& m);
+
+// A whole frame: header plus payload, ready to send.
+std::string frame(MsgType type, uint32_t seq, const wire::Writer& payload, uint16_t flags = 0);
+
+template <class M> std::string frame_of(MsgType type, uint32_t seq, const M& msg, uint16_t flags = 0) {
+  wire::Writer w;
+  encode(w, msg);
+  return frame(type, seq, w, flags);
+}
+
+const char* type_name(MsgType t);
+
+} // namespace hone::proto

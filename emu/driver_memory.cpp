@@ -1,0 +1,465 @@
+// Device and pinned host memory, copies, memsets and pointer attributes.
+//
+// Device addresses are host addresses (emu/memory.hpp), so a copy is a memmove once both ranges
+// are checked: the device side of every copy and memset must lie inside one live allocation
+// (CUDA_ERROR_INVALID_VALUE otherwise); host pointers are the caller's responsibility, as on the
+// real driver. Copies run synchronously and advance the stream's modeled clock (copy_ns).
+#include "emu/driver.hpp"
+
+#include "emu/log.hpp"
+#include "emu/memory.hpp"
+
+#include <cstring>
+#include <limits>
+
+namespace hone::emu {
+
+namespace {
+
+constexpr unsigned k_host_alloc_flags =
+    CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+
+bool inside_allocation(uint64_t addr, uint64_t bytes) {
+  auto a = memory().find(addr);
+  return a && a->contains(addr, bytes);
+}
+
+// Which side of a copy a pointer is on: device memory (any allocation but pinned host memory),
+// or host memory (pinned, or any address the device does not know: pageable).
+enum class Side { device, host, bad };
+
+Side side_of(uint64_t addr, uint64_t bytes) {
+  auto a = memory().find(addr);
+  if (!a) return Side::host;
+  if (!a->contains(addr, bytes)) return Side::bad;
+  return a->kind == AllocKind::host ? Side::host : Side::device;
+}
+
+CopyKind copy_kind(Side dst, Side src) {
+  if (dst == Side::device) return src == Side::device ? CopyKind::device_to_device : CopyKind::host_to_device;
+  return src == Side::device ? CopyKind::device_to_host : CopyKind::host_to_host;
+}
+
+// A copy of `bytes` from `src` to `dst` on `hs`. `kind` nullopt: infer from the addresses
+// (cuMemcpy, unified addressing).
+CUresult copy(uint64_t dst, uint64_t src, size_t bytes, std::optional<CopyKind> kind, CUstream hs,
+              bool per_thread, bool host_sync) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  Registry& r = registry();
+  {
+    std::lock_guard lock(r.mutex);
+    Context* ctx = nullptr;
+    if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
+    Stream* s = nullptr;
+    if (CUresult rc = resolve_stream(r, *ctx, hs, per_thread, s); rc != CUDA_SUCCESS) return rc;
+    if (bytes == 0) return CUDA_SUCCESS;
+    if (kind) {
+      bool dst_device = *kind == CopyKind::host_to_device || *kind == CopyKind::device_to_device;
+      bool src_device = *kind == CopyKind::device_to_host || *kind == CopyKind::device_to_device;
+      if (dst_device && !inside_allocation(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
+      if (src_device && !inside_allocation(src, bytes)) return CUDA_ERROR_INVALID_VALUE;
+      if (dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
+    } else {
+      Side d = side_of(dst, bytes);
+      Side sr = side_of(src, bytes);
+      if (d == Side::bad || sr == Side::bad || dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
+      kind = copy_kind(d, sr);
+    }
+    uint64_t start = op_start(r, *ctx, *s);
+    uint64_t end = start + copy_ns(*kind, bytes);
+    op_finish(*s, end);
+    // The synchronous copies that involve the host return once the copy is done (device-to-device
+    // ones, like the Async forms, return at once).
+    if (host_sync && *kind != CopyKind::device_to_device) host_waits(*ctx, end);
+    start_device_work(r);
+  }
+  // Outside the lock: a large copy must not stall other threads. Overlapping ranges are undefined
+  // on the real driver; memmove makes them harmless here.
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  done_device_work(r);
+  return CUDA_SUCCESS;
+}
+
+CUresult memset_elements(uint64_t dst, uint32_t value, size_t count, unsigned elem_size,
+                         CUstream hs, bool per_thread) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  Registry& r = registry();
+  if (count > std::numeric_limits<size_t>::max() / elem_size) return CUDA_ERROR_INVALID_VALUE;
+  size_t bytes = count * elem_size;
+  {
+    std::lock_guard lock(r.mutex);
+    Context* ctx = nullptr;
+    if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
+    Stream* s = nullptr;
+    if (CUresult rc = resolve_stream(r, *ctx, hs, per_thread, s); rc != CUDA_SUCCESS) return rc;
+    if (dst % elem_size != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (count == 0) return CUDA_SUCCESS;
+    if (!inside_allocation(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t start = op_start(r, *ctx, *s);
+    op_finish(*s, start + memset_ns(bytes));
+    start_device_work(r);
+  }
+  switch (elem_size) {
+  case 1:
+    std::memset(reinterpret_cast<void*>(dst), static_cast<int>(value & 0xff), bytes);
+    break;
+  case 2: {
+    auto* p = reinterpret_cast<uint16_t*>(dst);
+    std::fill(p, p + count, static_cast<uint16_t>(value));
+    break;
+  }
+  default: {
+    auto* p = reinterpret_cast<uint32_t*>(dst);
+    std::fill(p, p + count, value);
+    break;
+  }
+  }
+  done_device_work(r);
+  return CUDA_SUCCESS;
+}
+
+CUresult alloc(uint64_t& out, size_t bytes, AllocKind kind, unsigned host_flags) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  Context* ctx = nullptr;
+  if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  auto base = memory().allocate(bytes, kind, ctx->memory_owner());
+  if (!base) {
+    log(LogLevel::info, base.error().message);
+    return base.error().code != 0 ? static_cast<CUresult>(base.error().code) : CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (kind == AllocKind::host) r.host_alloc_flags[*base] = host_flags;
+  out = *base;
+  return CUDA_SUCCESS;
+}
+
+CUresult free_allocation(uint64_t base, bool host) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  Registry& r = registry();
+  std::unique_lock lock(r.mutex);
+  wait_device_idle(r, lock);
+  Context* ctx = nullptr;
+  if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
+  if (base == 0 && !host) return CUDA_SUCCESS; // cuMemFree(0) is a no-op, as cudaFree(NULL)
+  auto a = memory().find(base);
+  // Only what cuMemAlloc (resp. cuMemAllocHost/cuMemHostAlloc) returned, by its base address.
+  if (!a || a->base != base) return CUDA_ERROR_INVALID_VALUE;
+  if (host != (a->kind == AllocKind::host)) return CUDA_ERROR_INVALID_VALUE;
+  if (!host && a->kind != AllocKind::device) return CUDA_ERROR_INVALID_VALUE; // a module variable
+  if (host) r.host_alloc_flags.erase(base);
+  memory().release(base);
+  return CUDA_SUCCESS;
+}
+
+// The context a piece of device memory belongs to: its owner is a context, or a module's program.
+CUcontext owner_context(Registry& r, const void* owner) {
+  Handle h = reinterpret_cast<uintptr_t>(owner);
+  if (r.context(h) != nullptr) return to_cu<CUcontext>(h);
+  for (const auto& [mh, mod] : r.modules) {
+    if (mod->program.get() == owner) return to_cu<CUcontext>(mod->ctx);
+  }
+  return nullptr;
+}
+
+template <class T> void put(void* data, T value) { std::memcpy(data, &value, sizeof(T)); }
+
+// One pointer attribute. `a` is the allocation holding `ptr`, or nullopt: then every attribute
+// gets its "not a CUDA pointer" default (cuPointerGetAttributes semantics).
+CUresult pointer_attribute(Registry& r, const std::optional<Allocation>& a, uint64_t ptr,
+                           int attribute, void* data) {
+  const bool host = a && a->kind == AllocKind::host;
+  switch (attribute) {
+  case CU_POINTER_ATTRIBUTE_CONTEXT: put(data, a ? owner_context(r, a->owner) : CUcontext{}); break;
+  case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    put<unsigned>(data, !a ? 0u : unsigned(host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE));
+    break;
+  case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: put<CUdeviceptr>(data, a ? ptr : 0); break;
+  case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+    if (a && !host) return CUDA_ERROR_INVALID_VALUE; // device memory has no host mapping
+    put<void*>(data, a ? reinterpret_cast<void*>(ptr) : nullptr);
+    break;
+  case CU_POINTER_ATTRIBUTE_P2P_TOKENS: return CUDA_ERROR_NOT_SUPPORTED;
+  case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: put<bool>(data, a.has_value()); break;
+  case CU_POINTER_ATTRIBUTE_BUFFER_ID: put<unsigned long long>(data, a ? a->base : 0); break;
+  case CU_POINTER_ATTRIBUTE_IS_MANAGED: put<bool>(data, false); break;
+  case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: put<int>(data, a ? 0 : -2); break;
+  case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: put<bool>(data, false); break;
+  case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+  case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+    put<void*>(data, a ? reinterpret_cast<void*>(a->base) : nullptr);
+    break;
+  case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+  case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: put<size_t>(data, a ? a->size : 0); break;
+  case CU_POINTER_ATTRIBUTE_MAPPED: put<bool>(data, a.has_value()); break;
+  case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: put<unsigned long long>(data, 0); break;
+  case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE: put<bool>(data, false); break;
+  case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+    put<int>(data, a ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
+    break;
+  case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: put<CUmemoryPool>(data, nullptr); break;
+  case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: put<unsigned long long>(data, a ? a->base : 0); break;
+  default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+using D = CopyKind;
+
+} // namespace
+
+} // namespace hone::emu
+
+using namespace hone::emu;
+
+namespace {
+
+uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+} // namespace
+
+extern "C" {
+
+// --- allocation --------------------------------------------------------------------------------
+
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  return guarded([&] {
+    if (dptr == nullptr) return initialized() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+    uint64_t base = 0;
+    CUresult rc = alloc(base, bytesize, AllocKind::device, 0);
+    if (rc == CUDA_SUCCESS) *dptr = base;
+    return rc;
+  });
+}
+
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
+  return guarded([&] { return free_allocation(dptr, false); });
+}
+
+CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
+  return guarded([&] {
+    if (pp == nullptr || (Flags & ~k_host_alloc_flags) != 0)
+      return initialized() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+    uint64_t base = 0;
+    CUresult rc = alloc(base, bytesize, AllocKind::host, Flags);
+    if (rc == CUDA_SUCCESS) *pp = reinterpret_cast<void*>(base);
+    return rc;
+  });
+}
+
+CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytesize) {
+  return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+CUresult CUDAAPI cuMemAllocHost(void** pp, unsigned int bytesize) {
+  return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+CUresult CUDAAPI cuMemFreeHost(void* p) {
+  return guarded([&] { return free_allocation(addr(p), true); });
+}
+
+CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int Flags) {
+  return guarded([&] {
+    if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (pdptr == nullptr || p == nullptr || Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    Context* ctx = nullptr;
+    if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
+    auto a = memory().find(addr(p));
+    if (!a || a->kind != AllocKind::host) return CUDA_ERROR_INVALID_VALUE;
+    // Unified addressing: pinned host memory is visible to kernels at its host address.
+    *pdptr = addr(p);
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult CUDAAPI cuMemHostGetFlags(unsigned int* pFlags, void* p) {
+  return guarded([&] {
+    if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (pFlags == nullptr || p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    Context* ctx = nullptr;
+    if (CUresult rc = current_context(r, ctx); rc != CUDA_SUCCESS) return rc;
+    auto a = memory().find(addr(p));
+    if (!a || a->kind != AllocKind::host) return CUDA_ERROR_INVALID_VALUE;
+    auto it = r.host_alloc_flags.find(a->base);
+    *pFlags = it != r.host_alloc_flags.end() ? it->second : 0;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
+  return guarded([&] {
+    if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    Context* ctx = nullptr;
+    if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
+    uint64_t used = memory().used_bytes();
+    *total = Memory::k_total_bytes;
+    *free = used < Memory::k_total_bytes ? Memory::k_total_bytes - used : 0;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  return guarded([&] {
+    if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    Context* ctx = nullptr;
+    if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
+    auto a = memory().find(dptr);
+    if (!a) return CUDA_ERROR_NOT_FOUND;
+    if (pbase != nullptr) *pbase = a->base;
+    if (psize != nullptr) *psize = a->size;
+    return CUDA_SUCCESS;
+  });
+}
+
+// --- copies --------------------------------------------------------------------------------------
+
+CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
+  return guarded([&] { return copy(dstDevice, addr(srcHost), ByteCount, D::host_to_device, nullptr, false, true); });
+}
+CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
+  return guarded([&] { return copy(dstDevice, addr(srcHost), ByteCount, D::host_to_device, nullptr, true, true); });
+}
+CUresult CUDAAPI cuMemcpyDtoH_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+  return guarded([&] { return copy(addr(dstHost), srcDevice, ByteCount, D::device_to_host, nullptr, false, true); });
+}
+CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+  return guarded([&] { return copy(addr(dstHost), srcDevice, ByteCount, D::device_to_host, nullptr, true, true); });
+}
+CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
+  return guarded([&] { return copy(dstDevice, srcDevice, ByteCount, D::device_to_device, nullptr, false, true); });
+}
+CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
+  return guarded([&] { return copy(dstDevice, srcDevice, ByteCount, D::device_to_device, nullptr, true, true); });
+}
+CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
+  return guarded([&] { return copy(dst, src, ByteCount, std::nullopt, nullptr, false, true); });
+}
+CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
+  return guarded([&] { return copy(dst, src, ByteCount, std::nullopt, nullptr, true, true); });
+}
+
+CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount,
+                                      CUstream hStream) {
+  return guarded([&] { return copy(dstDevice, addr(srcHost), ByteCount, D::host_to_device, hStream, false, false); });
+}
+CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void* srcHost,
+                                           size_t ByteCount, CUstream hStream) {
+  return guarded([&] { return copy(dstDevice, addr(srcHost), ByteCount, D::host_to_device, hStream, true, false); });
+}
+CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                      CUstream hStream) {
+  return guarded([&] { return copy(addr(dstHost), srcDevice, ByteCount, D::device_to_host, hStream, false, false); });
+}
+CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                           CUstream hStream) {
+  return guarded([&] { return copy(addr(dstHost), srcDevice, ByteCount, D::device_to_host, hStream, true, false); });
+}
+CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                      CUstream hStream) {
+  return guarded([&] { return copy(dstDevice, srcDevice, ByteCount, D::device_to_device, hStream, false, false); });
+}
+CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
+                                           size_t ByteCount, CUstream hStream) {
+  return guarded([&] { return copy(dstDevice, srcDevice, ByteCount, D::device_to_device, hStream, true, false); });
+}
+CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
+  return guarded([&] { return copy(dst, src, ByteCount, std::nullopt, hStream, false, false); });
+}
+CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
+                                    CUstream hStream) {
+  return guarded([&] { return copy(dst, src, ByteCount, std::nullopt, hStream, true, false); });
+}
+
+// --- memset ----------------------------------------------------------------------------------------
+
+CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+  return guarded([&] { return memset_elements(dstDevice, uc, N, 1, nullptr, false); });
+}
+CUresult CUDAAPI cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+  return guarded([&] { return memset_elements(dstDevice, uc, N, 1, nullptr, true); });
+}
+CUresult CUDAAPI cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N) {
+  return guarded([&] { return memset_elements(dstDevice, us, N, 2, nullptr, false); });
+}
+CUresult CUDAAPI cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N) {
+  return guarded([&] { return memset_elements(dstDevice, us, N, 2, nullptr, true); });
+}
+CUresult CUDAAPI cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+  return guarded([&] { return memset_elements(dstDevice, ui, N, 4, nullptr, false); });
+}
+CUresult CUDAAPI cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+  return guarded([&] { return memset_elements(dstDevice, ui, N, 4, nullptr, true); });
+}
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
+  return guarded([&] { return memset_elements(dstDevice, uc, N, 1, hStream, false); });
+}
+CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
+                                      CUstream hStream) {
+  return guarded([&] { return memset_elements(dstDevice, uc, N, 1, hStream, true); });
+}
+CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N,
+                                  CUstream hStream) {
+  return guarded([&] { return memset_elements(dstDevice, us, N, 2, hStream, false); });
+}
+CUresult CUDAAPI cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N,
+                                       CUstream hStream) {
+  return guarded([&] { return memset_elements(dstDevice, us, N, 2, hStream, true); });
+}
+CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
+  return guarded([&] { return memset_elements(dstDevice, ui, N, 4, hStream, false); });
+}
+CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
+                                       CUstream hStream) {
+  return guarded([&] { return memset_elements(dstDevice, ui, N, 4, hStream, true); });
+}
+
+// --- pointer attributes ----------------------------------------------------------------------------
+
+CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  return guarded([&] {
+    if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    auto a = memory().find(ptr);
+    if (!a) return CUDA_ERROR_INVALID_VALUE; // not memory the driver knows
+    return pointer_attribute(r, a, ptr, enum_value(attribute), data);
+  });
+}
+
+CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes,
+                                        void** data, CUdeviceptr ptr) {
+  return guarded([&] {
+    if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (numAttributes == 0 || attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    auto a = memory().find(ptr);
+    for (unsigned i = 0; i < numAttributes; ++i) {
+      if (data[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      const int attribute = enum_value(attributes[i]);
+      CUresult rc = pointer_attribute(r, a, ptr, attribute, data[i]);
+      // Unlike cuPointerGetAttribute, an unknown pointer or a missing host mapping is not an
+      // error here: the attribute gets its NULL default.
+      if (rc == CUDA_ERROR_INVALID_VALUE && attribute == CU_POINTER_ATTRIBUTE_HOST_POINTER) {
+        put<void*>(data[i], nullptr);
+        continue;
+      }
+      if (rc != CUDA_SUCCESS) return rc;
+    }
+    return CUDA_SUCCESS;
+  });
+}
+
+} // extern "C"

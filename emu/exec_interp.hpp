@@ -1,0 +1,58 @@
+// The SIMT interpreter: runs one thread block of a decoded kernel.
+//
+// Each warp executes one instruction for all lanes that are at the same position, which keeps
+// lanes together where they agree and lets them diverge where the PTX branches apart. Lanes at
+// different positions run lowest position first, so forward branches reconverge where the paths
+// meet. Barriers count threads (sm_70+ semantics); threads that exited count as arrived.
+#pragma once
+
+#include "emu/exec_code.hpp"
+#include "emu/memory.hpp"
+#include "emu/program.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hone::emu {
+
+// What every block of one launch shares.
+struct LaunchShared {
+  const CompiledKernel* kernel = nullptr;
+  Dim3 grid;
+  Dim3 block;
+  uint32_t dynamic_shared_bytes = 0;
+  const uint8_t* params = nullptr;
+  const AllocationTable* table = nullptr;
+  uint64_t instruction_budget = 0;
+  std::atomic<uint64_t> instructions{0}; // thread-instructions executed so far, all blocks
+  std::atomic<bool> abort{false};        // a block failed: others stop early
+};
+
+struct BlockResult {
+  int status = 0; // CUresult
+  std::string message;
+  uint64_t warp_instructions = 0;
+  uint64_t thread_instructions = 0;
+  uint64_t issue_cycles = 0;  // cost model: issue cycles of every warp instruction
+  uint64_t memory_sectors = 0; // cost model: 32-byte global sectors touched
+};
+
+// Runs blocks one after another on one host thread, reusing its buffers.
+class BlockRunner {
+public:
+  explicit BlockRunner(LaunchShared& launch);
+  ~BlockRunner();
+  BlockRunner(const BlockRunner&) = delete;
+  BlockRunner& operator=(const BlockRunner&) = delete;
+
+  BlockResult run(uint64_t block_linear);
+
+private:
+  struct State;
+  std::unique_ptr<State> m_state;
+};
+
+} // namespace hone::emu

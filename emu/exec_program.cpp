@@ -1,0 +1,311 @@
+// Program::load and Kernel::launch: module variables, launch checks, blocks on the pool, and the
+// cost model (emu/README.md, "Cost model: kernels").
+#include "emu/exec_decode.hpp"
+#include "emu/exec_interp.hpp"
+#include "emu/exec_pool.hpp"
+#include "emu/memory.hpp"
+#include "emu/program.hpp"
+#include "ptx/parser.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include <cuda.h>
+
+namespace hone::emu {
+
+namespace {
+
+constexpr uint64_t k_default_budget = 10'000'000'000ull;
+constexpr uint64_t k_launch_overhead_cycles = 4000;
+constexpr uint64_t k_schedulers_per_sm = 4;
+constexpr uint64_t k_sector_cycles_x2 = 3; // 1.5 cycles per 32-byte sector per SM
+
+uint64_t default_budget() {
+  static const uint64_t budget = [] {
+    if (const char* e = std::getenv("HONE_EMU_INSTRUCTION_BUDGET")) {
+      char* end = nullptr;
+      unsigned long long v = std::strtoull(e, &end, 10);
+      if (end != e && v > 0) return uint64_t(v);
+    }
+    return k_default_budget;
+  }();
+  return budget;
+}
+
+class KernelImpl final : public Kernel {
+public:
+  KernelImpl(CompiledKernel code) : m_code(std::move(code)) {
+    for (size_t i = 0; i < m_code.param_offsets.size(); ++i) {
+      m_params.push_back({m_code.param_offsets[i], m_code.param_sizes[i]});
+    }
+    m_attrs.static_shared_bytes = m_code.static_shared_bytes;
+    m_attrs.local_bytes = m_code.local_bytes;
+    m_attrs.num_regs = std::min<uint32_t>(255, std::max<uint32_t>(16, m_code.num_slots));
+    m_attrs.ptx_version = m_code.ptx_version;
+    m_attrs.max_dynamic_shared_bytes =
+        DeviceLimits::k_shared_per_block > m_code.static_shared_bytes
+            ? DeviceLimits::k_shared_per_block - m_code.static_shared_bytes
+            : 0;
+  }
+
+  void set_limits(std::optional<std::array<int64_t, 3>> maxntid,
+                  std::optional<std::array<int64_t, 3>> reqntid) {
+    m_reqntid = reqntid;
+    if (maxntid) {
+      int64_t n = (*maxntid)[0] * (*maxntid)[1] * (*maxntid)[2];
+      if (n > 0 && n < DeviceLimits::k_max_threads_per_block) m_attrs.max_threads_per_block = uint32_t(n);
+    }
+    if (reqntid) {
+      int64_t n = (*reqntid)[0] * (*reqntid)[1] * (*reqntid)[2];
+      if (n > 0 && n < DeviceLimits::k_max_threads_per_block) m_attrs.max_threads_per_block = uint32_t(n);
+    }
+  }
+
+  const std::string& name() const override { return m_code.name; }
+  const std::vector<ParamSlot>& params() const override { return m_params; }
+  uint32_t param_bytes() const override { return m_code.param_bytes; }
+  KernelAttributes& attributes() override { return m_attrs; }
+
+  LaunchOutcome launch(const LaunchRequest& r) override {
+    LaunchOutcome out;
+    auto invalid = [&](const std::string& why) {
+      out.status = CUDA_ERROR_INVALID_VALUE;
+      out.message = "launch of " + m_code.name + ": " + why;
+      return out;
+    };
+    if (!m_code.unsupported.empty()) {
+      out.status = CUDA_ERROR_NOT_SUPPORTED;
+      out.message = "kernel " + m_code.name + " cannot run on the emulated device: " +
+                    m_code.unsupported;
+      return out;
+    }
+    const Dim3& b = r.block;
+    const Dim3& g = r.grid;
+    if (!b.x || !b.y || !b.z || !g.x || !g.y || !g.z) return invalid("a zero grid or block dimension");
+    if (b.x > DeviceLimits::k_max_block_dim_xy || b.y > DeviceLimits::k_max_block_dim_xy ||
+        b.z > DeviceLimits::k_max_block_dim_z) {
+      return invalid("block dimension over the device limit");
+    }
+    if (b.count() > m_attrs.max_threads_per_block) {
+      return invalid("block of " + std::to_string(b.count()) + " threads; the kernel allows " +
+                     std::to_string(m_attrs.max_threads_per_block));
+    }
+    if (m_reqntid && (int64_t(b.x) != (*m_reqntid)[0] || int64_t(b.y) != (*m_reqntid)[1] ||
+                      int64_t(b.z) != (*m_reqntid)[2])) {
+      return invalid("block shape differs from the kernel's .reqntid");
+    }
+    if (g.x > DeviceLimits::k_max_grid_dim_x || g.y > DeviceLimits::k_max_grid_dim_yz ||
+        g.z > DeviceLimits::k_max_grid_dim_yz) {
+      return invalid("grid dimension over the device limit");
+    }
+    if (r.dynamic_shared_bytes > m_attrs.max_dynamic_shared_bytes) {
+      return invalid(std::to_string(r.dynamic_shared_bytes) +
+                     " bytes of dynamic shared memory; the kernel allows " +
+                     std::to_string(m_attrs.max_dynamic_shared_bytes) +
+                     " (raise it with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    }
+    if (r.params_size < m_code.param_bytes || (m_code.param_bytes && !r.params)) {
+      return invalid("parameter buffer of " + std::to_string(r.params_size) +
+                     " bytes; the kernel takes " + std::to_string(m_code.param_bytes));
+    }
+
+    LaunchShared shared;
+    shared.kernel = &m_code;
+    shared.grid = g;
+    shared.block = b;
+    shared.dynamic_shared_bytes = r.dynamic_shared_bytes;
+    shared.params = r.params;
+    auto table = memory().snapshot();
+    shared.table = table.get();
+    shared.instruction_budget = r.instruction_budget ? r.instruction_budget : default_budget();
+
+    const uint64_t blocks = g.count();
+    unsigned workers = pool_workers();
+    std::vector<std::unique_ptr<BlockRunner>> runners(workers);
+    struct Cost {
+      uint64_t issue = 0;
+      uint64_t sectors = 0;
+    };
+    std::vector<Cost> sm(DeviceLimits::k_sm_count);
+    std::mutex merge;
+    uint64_t fail_block = UINT64_MAX;
+    BlockResult failure;
+    parallel_for(blocks, [&](unsigned w, uint64_t i) {
+      if (shared.abort.load(std::memory_order_relaxed)) return;
+      try {
+        if (!runners[w]) runners[w] = std::make_unique<BlockRunner>(shared);
+      } catch (const std::bad_alloc&) {
+        std::lock_guard lock(merge);
+        if (i < fail_block) {
+          fail_block = i;
+          failure.status = CUDA_ERROR_OUT_OF_MEMORY;
+          failure.message = "out of host memory for the block state of " + m_code.name;
+        }
+        shared.abort = true;
+        return;
+      }
+      BlockResult br = runners[w]->run(i);
+      std::lock_guard lock(merge);
+      if (br.status) {
+        if (i < fail_block) {
+          fail_block = i;
+          failure = br;
+        }
+        shared.abort = true;
+      } else if (!br.message.empty() || br.warp_instructions) {
+        // a block stopped because another failed leaves status 0 and no message
+      }
+      Cost& c = sm[i % DeviceLimits::k_sm_count];
+      c.issue += br.issue_cycles;
+      c.sectors += br.memory_sectors;
+      out.warp_instructions += br.warp_instructions;
+      out.thread_instructions += br.thread_instructions;
+      out.memory_sectors += br.memory_sectors;
+    });
+    if (fail_block != UINT64_MAX) {
+      out.status = failure.status;
+      out.message = failure.message;
+    }
+    uint64_t cycles = 0;
+    for (const auto& c : sm) {
+      uint64_t issue = (c.issue + k_schedulers_per_sm - 1) / k_schedulers_per_sm;
+      uint64_t mem = (c.sectors * k_sector_cycles_x2 + 1) / 2;
+      cycles = std::max(cycles, std::max(issue, mem));
+    }
+    cycles += k_launch_overhead_cycles;
+    out.modeled_ns = cycles * 1'000'000 / DeviceLimits::k_clock_khz;
+    return out;
+  }
+
+private:
+  CompiledKernel m_code;
+  std::vector<ParamSlot> m_params;
+  KernelAttributes m_attrs;
+  std::optional<std::array<int64_t, 3>> m_reqntid;
+};
+
+class ProgramImpl final : public Program {
+public:
+  ~ProgramImpl() override {
+    for (auto& [name, g] : m_globals) memory().release(g.address);
+  }
+
+  Result<void> init(std::string_view ptx, std::string_view name) {
+    auto parsed = ptx::parse(ptx, name);
+    if (!parsed) return make_error(parsed.error().message, CUDA_ERROR_INVALID_PTX);
+    m_module = std::move(*parsed);
+    if (auto r = allocate_variables(); !r) return r;
+    SymbolAddresses addresses;
+    for (const auto& [n, g] : m_globals) addresses[n] = g.address;
+    for (const auto* f : m_module.entries()) {
+      auto k = std::make_unique<KernelImpl>(decode_kernel(m_module, *f, addresses));
+      const ptx::FuncDirective* maxntid = f->directive("maxntid");
+      const ptx::FuncDirective* reqntid = f->directive("reqntid");
+      auto dims = [](const ptx::FuncDirective* d) -> std::optional<std::array<int64_t, 3>> {
+        if (!d || d->values.empty()) return std::nullopt;
+        std::array<int64_t, 3> v{1, 1, 1};
+        for (size_t i = 0; i < d->values.size() && i < 3; ++i) v[i] = d->values[i];
+        return v;
+      };
+      k->set_limits(dims(maxntid), dims(reqntid));
+      m_kernels.push_back(std::move(k));
+    }
+    return ok();
+  }
+
+  Kernel* kernel(std::string_view kname) override {
+    for (auto& k : m_kernels) {
+      if (k->name() == kname) return k.get();
+    }
+    return nullptr;
+  }
+
+  std::vector<std::string> kernel_names() const override {
+    std::vector<std::string> out;
+    for (const auto& k : m_kernels) out.push_back(k->name());
+    return out;
+  }
+
+  std::optional<GlobalSymbol> global(std::string_view gname) const override {
+    auto it = m_globals.find(gname);
+    if (it == m_globals.end()) return std::nullopt;
+    return it->second;
+  }
+
+private:
+  // .global and .const variables live in device memory the program owns, initialized from
+  // their initializers (which may hold the addresses of other variables).
+  Result<void> allocate_variables() {
+    std::vector<const ptx::VarDecl*> vars;
+    for (const auto& it : m_module.items) {
+      const auto* v = std::get_if<ptx::VarDecl>(&it.item);
+      if (!v || (v->space != ptx::Space::global && v->space != ptx::Space::const_)) continue;
+      if (v->is_extern()) continue;
+      uint64_t size = std::max<uint64_t>(v->size_bytes(), 1);
+      auto addr = memory().allocate(
+          size, v->space == ptx::Space::const_ ? AllocKind::const_var : AllocKind::global_var,
+          this);
+      if (!addr) return addr.error();
+      m_globals[v->name] = GlobalSymbol{*addr, v->size_bytes()};
+      vars.push_back(v);
+    }
+    for (const auto* v : vars) {
+      if (v->init.empty()) continue;
+      if (!v->init_parsed) {
+        return make_error("variable " + std::string(v->name) +
+                              ": initializer form is not supported by the emulated device",
+                          CUDA_ERROR_NOT_SUPPORTED);
+      }
+      auto* base = reinterpret_cast<uint8_t*>(m_globals[v->name].address);
+      uint32_t esize = ptx::type_size(v->type);
+      uint64_t size = v->size_bytes();
+      uint64_t off = 0;
+      for (const auto& iv : v->init_values) {
+        if (off + esize > size) break;
+        uint64_t bits = iv.bits;
+        if (iv.kind == ptx::InitValue::Kind::symbol) {
+          auto it = m_globals.find(iv.name);
+          if (it == m_globals.end()) {
+            return make_error("variable " + std::string(v->name) + ": initializer names " +
+                                  std::string(iv.name) + ", which is not a global variable",
+                              CUDA_ERROR_NOT_SUPPORTED);
+          }
+          bits = it->second.address + uint64_t(iv.offset);
+        } else if (v->type == ptx::Type::f32 && iv.kind == ptx::InitValue::Kind::f64) {
+          float f = float(std::bit_cast<double>(bits));
+          bits = std::bit_cast<uint32_t>(f);
+        } else if (v->type == ptx::Type::f32 && iv.kind == ptx::InitValue::Kind::integer) {
+          bits = std::bit_cast<uint32_t>(float(int64_t(bits)));
+        } else if (v->type == ptx::Type::f64 && iv.kind == ptx::InitValue::Kind::f32) {
+          bits = std::bit_cast<uint64_t>(double(std::bit_cast<float>(uint32_t(bits))));
+        } else if (v->type == ptx::Type::f64 && iv.kind == ptx::InitValue::Kind::integer) {
+          bits = std::bit_cast<uint64_t>(double(int64_t(bits)));
+        }
+        std::memcpy(base + off, &bits, esize);
+        off += esize;
+      }
+    }
+    return ok();
+  }
+
+  ptx::Module m_module;
+  std::vector<std::unique_ptr<KernelImpl>> m_kernels;
+  std::map<std::string_view, GlobalSymbol> m_globals;
+};
+
+} // namespace
+
+Result<std::shared_ptr<Program>> Program::load(std::string_view ptx, std::string_view name) {
+  try {
+    auto p = std::make_shared<ProgramImpl>();
+    if (auto r = p->init(ptx, name); !r) return r.error();
+    return std::shared_ptr<Program>(std::move(p));
+  } catch (const std::bad_alloc&) {
+    return make_error("out of host memory loading " + std::string(name), CUDA_ERROR_OUT_OF_MEMORY);
+  }
+}
+
+} // namespace hone::emu

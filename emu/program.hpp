@@ -1,0 +1,119 @@
+// A PTX module loaded on the emulated device, and the launch of its kernels.
+//
+// This is the boundary between the driver API layer (contexts, streams, the C entry points) and
+// the PTX executor. The driver hands Program::load the PTX text of an image; a launch runs to
+// completion on the calling thread (blocks in parallel on the executor's worker threads) and
+// reports what happened as a LaunchOutcome, never by throwing or aborting.
+#pragma once
+
+#include "common/result.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hone::emu {
+
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+  uint64_t count() const { return uint64_t(x) * y * z; }
+};
+
+// The emulated device's fixed properties (a plausible sm_90 part), shared by the driver's
+// cuDeviceGetAttribute and the executor's launch checks.
+struct DeviceLimits {
+  static constexpr uint32_t k_sm_count = 132;
+  static constexpr uint32_t k_warp_size = 32;
+  static constexpr uint32_t k_max_threads_per_block = 1024;
+  static constexpr uint32_t k_max_block_dim_xy = 1024;
+  static constexpr uint32_t k_max_block_dim_z = 64;
+  static constexpr uint32_t k_max_grid_dim_x = 0x7fffffff;
+  static constexpr uint32_t k_max_grid_dim_yz = 65535;
+  static constexpr uint32_t k_shared_per_block = 48 * 1024;         // without opt-in
+  static constexpr uint32_t k_shared_per_block_optin = 227 * 1024;  // cuFuncSetAttribute
+  static constexpr uint32_t k_shared_per_sm = 228 * 1024;
+  static constexpr uint32_t k_const_bytes = 64 * 1024;
+  static constexpr uint32_t k_regs_per_block = 65536;
+  static constexpr uint32_t k_max_threads_per_sm = 2048;
+  static constexpr uint32_t k_clock_khz = 1755000;
+  static constexpr uint32_t k_cc_major = 9;
+  static constexpr uint32_t k_cc_minor = 0;
+};
+
+// Attributes of a kernel (cuFuncGetAttribute); max_dynamic_shared_bytes is settable.
+struct KernelAttributes {
+  uint32_t max_threads_per_block = DeviceLimits::k_max_threads_per_block;
+  uint32_t static_shared_bytes = 0;
+  uint32_t const_bytes = 0;
+  uint32_t local_bytes = 0;
+  uint32_t num_regs = 0;
+  uint32_t ptx_version = 0;    // major*10 + minor
+  uint32_t binary_version = 90;
+  uint32_t max_dynamic_shared_bytes = DeviceLimits::k_shared_per_block; // minus static, see below
+  int32_t preferred_shared_carveout = -1;
+  uint32_t required_cluster_width = 0;
+};
+
+struct ParamSlot {
+  uint32_t offset = 0;
+  uint32_t size = 0;
+};
+
+struct LaunchRequest {
+  Dim3 grid;
+  Dim3 block;
+  uint32_t dynamic_shared_bytes = 0;
+  const uint8_t* params = nullptr; // the parameter buffer, laid out as Kernel::params() says
+  size_t params_size = 0;
+  // Thread-instructions one launch may execute before it ends with CUDA_ERROR_LAUNCH_TIMEOUT.
+  uint64_t instruction_budget = 0; // 0: the executor's default (HONE_EMU_INSTRUCTION_BUDGET)
+};
+
+struct LaunchOutcome {
+  int status = 0;           // a CUresult: 0, or the error the launch ended with
+  std::string message;      // for errors: kernel, PTX line, thread, address
+  uint64_t modeled_ns = 0;  // deterministic modeled duration (emu/README.md, "Cost model")
+  uint64_t warp_instructions = 0;
+  uint64_t thread_instructions = 0;
+  uint64_t memory_sectors = 0;
+};
+
+class Program;
+
+class Kernel {
+public:
+  virtual ~Kernel() = default;
+  virtual const std::string& name() const = 0;
+  // Where each parameter lives in the parameter buffer, in declaration order.
+  virtual const std::vector<ParamSlot>& params() const = 0;
+  virtual uint32_t param_bytes() const = 0;
+  virtual KernelAttributes& attributes() = 0;
+  // Run the kernel to completion. Checks the launch shape and shared memory first
+  // (CUDA_ERROR_INVALID_VALUE), then runs; a fault ends the launch with its CUresult.
+  virtual LaunchOutcome launch(const LaunchRequest& request) = 0;
+};
+
+struct GlobalSymbol {
+  uint64_t address = 0;
+  uint64_t size = 0;
+};
+
+class Program {
+public:
+  virtual ~Program() = default;
+  // Parse and prepare `ptx` (the text of a PTX image). Module variables are allocated in device
+  // memory owned by the program. Errors carry a CUresult code: CUDA_ERROR_INVALID_PTX for text that
+  // does not parse, CUDA_ERROR_NOT_SUPPORTED for an instruction the executor cannot run.
+  static Result<std::shared_ptr<Program>> load(std::string_view ptx, std::string_view name);
+
+  // The entry named `name`, or nullptr.
+  virtual Kernel* kernel(std::string_view name) = 0;
+  virtual std::vector<std::string> kernel_names() const = 0;
+  // A module-scope .global or .const variable, or nullopt.
+  virtual std::optional<GlobalSymbol> global(std::string_view name) const = 0;
+};
+
+} // namespace hone::emu

@@ -1,0 +1,156 @@
+// The wire codec and the protocol messages: round trips, and hostile input never crashes.
+#include "common/protocol.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace hone;
+using namespace hone::proto;
+
+namespace {
+
+template <class M> M round_trip(const M& m) {
+  wire::Writer w;
+  encode(w, m);
+  wire::Reader r(w.out());
+  M out;
+  EXPECT_TRUE(decode(r, out)) << r.error();
+  EXPECT_EQ(r.remaining(), 0u);
+  return out;
+}
+
+} // namespace
+
+TEST(Identity, HashIsStableAndHexRoundTrips) {
+  const char ptx[] = ".version 9.0\n.target sm_90\n.address_size 64\n";
+  ImageHash a = ImageHash::of(ptx, sizeof ptx);
+  ImageHash b = ImageHash::of(ptx, sizeof ptx);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, ImageHash::of(ptx, sizeof ptx - 1));
+  EXPECT_EQ(a.hex().size(), 32u);
+  EXPECT_EQ(ImageHash::from_hex(a.hex()), a);
+  EXPECT_FALSE(ImageHash::from_hex("xyz").has_value());
+  KernelKey k{a, "_Z6kernelPf"};
+  auto parsed = KernelKey::parse(k.str());
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(*parsed, k);
+  EXPECT_FALSE(KernelKey::parse(a.hex() + ":").has_value());
+  EXPECT_FALSE(KernelKey::parse("nothex:kernel").has_value());
+}
+
+TEST(Protocol, FrameHeaderChecks) {
+  FrameHeader h;
+  h.type = MsgType::stats;
+  h.length = 12;
+  h.seq = 7;
+  char buf[k_header_size];
+  h.encode(buf);
+  const char* why = nullptr;
+  auto back = FrameHeader::decode(buf, &why);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->type, MsgType::stats);
+  EXPECT_EQ(back->length, 12u);
+  EXPECT_EQ(back->seq, 7u);
+
+  FrameHeader big = h;
+  big.length = k_max_payload + 1;
+  big.encode(buf);
+  EXPECT_FALSE(FrameHeader::decode(buf, &why).has_value());
+  EXPECT_STREQ(why, "frame payload over the 4 MiB limit");
+  buf[0] = 'X';
+  EXPECT_FALSE(FrameHeader::decode(buf, &why).has_value());
+}
+
+TEST(Protocol, MessagesRoundTrip) {
+  Hello h;
+  h.pid = 42;
+  h.uid = 1000;
+  h.exe = "/usr/bin/python3";
+  h.device_name = "NVIDIA H200";
+  h.arch = "sm_90";
+  h.driver_version = 13000;
+  h.client_version = "0.1.0";
+  Hello h2 = round_trip(h);
+  EXPECT_EQ(h2.pid, 42u);
+  EXPECT_EQ(h2.exe, h.exe);
+  EXPECT_EQ(h2.arch, "sm_90");
+
+  Kernels ks;
+  ks.kernels.push_back({7, {ImageHash{1, 2}, "saxpy"}, ImageFormat::ptx, 1234, true});
+  Kernels ks2 = round_trip(ks);
+  ASSERT_EQ(ks2.kernels.size(), 1u);
+  EXPECT_EQ(ks2.kernels[0].key.entry, "saxpy");
+  EXPECT_EQ(ks2.kernels[0].key.image, (ImageHash{1, 2}));
+  EXPECT_TRUE(ks2.kernels[0].source_known);
+
+  Stats st;
+  st.uptime_ns = 99;
+  st.kernels.push_back({7, 100, 3, 4500, {10, 1, 1}, {256, 1, 1}});
+  Stats st2 = round_trip(st);
+  ASSERT_EQ(st2.kernels.size(), 1u);
+  EXPECT_EQ(st2.kernels[0].launches, 100u);
+  EXPECT_EQ(st2.kernels[0].block[0], 256u);
+
+  Image im;
+  im.image = ImageHash{5, 6};
+  im.available = true;
+  im.format = ImageFormat::ptx;
+  im.size = 77;
+  im.source = SourceInfo{"prog.cu", "__global__ void k(){}", {{"a.h", "int x;"}}, {"-arch=sm_90"}};
+  Image im2 = round_trip(im);
+  ASSERT_TRUE(im2.source.has_value());
+  EXPECT_EQ(im2.source->headers.at(0).first, "a.h");
+  EXPECT_EQ(im2.source->options.at(0), "-arch=sm_90");
+}
+
+TEST(Protocol, RejectsInconsistentMessages) {
+  Stats st;
+  st.kernels.push_back({1, 2, 3, 0, {}, {}}); // more sampled than launched
+  wire::Writer w;
+  encode(w, st);
+  wire::Reader r(w.out());
+  Stats out;
+  EXPECT_FALSE(decode(r, out));
+
+  Hello h;
+  h.version_min = 3;
+  h.version_max = 2;
+  wire::Writer w2;
+  encode(w2, h);
+  wire::Reader r2(w2.out());
+  Hello hout;
+  EXPECT_FALSE(decode(r2, hout));
+}
+
+TEST(Protocol, HostileBytesNeverCrash) {
+  std::mt19937_64 rng(1);
+  Kernels ks;
+  for (int i = 0; i < 5; ++i) ks.kernels.push_back({uint64_t(i), {ImageHash{1, 2}, "k"}, ImageFormat::ptx, 1, false});
+  wire::Writer w;
+  encode(w, ks);
+  std::string good = w.out();
+  int failures = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::string bad = good;
+    if (round % 3 == 0) bad.resize(rng() % good.size());
+    else for (int k = 0; k < 4; ++k) bad[rng() % bad.size()] = char(rng());
+    wire::Reader r(bad);
+    Kernels out;
+    if (!decode(r, out)) ++failures;
+    Stats s;
+    wire::Reader r2(bad);
+    (void)decode(r2, s);
+    Image im;
+    wire::Reader r3(bad);
+    (void)decode(r3, im);
+  }
+  EXPECT_GT(failures, 0);
+  // A huge declared count is refused before anything is allocated.
+  wire::Writer huge;
+  huge.u32(0xffffffffu);
+  wire::Reader r(huge.out());
+  Kernels out;
+  EXPECT_FALSE(decode(r, out));
+  EXPECT_TRUE(out.kernels.empty());
+}
