@@ -22,8 +22,8 @@
 
 #include <array>
 #include <condition_variable>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,8 +41,12 @@ namespace hone::emu {
 // A handle value as the application sees it (a CUcontext, CUstream, ... cast to an integer).
 using Handle = uint64_t;
 
-template <class H> H to_cu(Handle h) { return reinterpret_cast<H>(static_cast<uintptr_t>(h)); }
-template <class H> Handle from_cu(H h) { return static_cast<Handle>(reinterpret_cast<uintptr_t>(h)); }
+template <class H> H to_cu(Handle h) {
+  return reinterpret_cast<H>(static_cast<uintptr_t>(h));
+}
+template <class H> Handle from_cu(H h) {
+  return static_cast<Handle>(reinterpret_cast<uintptr_t>(h));
+}
 
 // The value of an enum the application passed, read through its bytes: a C caller may pass any
 // integer, and loading an out-of-range value through the enum type is undefined behaviour.
@@ -90,8 +94,8 @@ struct Function {
   Handle handle = 0;
   Handle module = 0;
   Handle ctx = 0;
-  Handle library_kernel = 0;         // the CUkernel it was obtained from, if any
-  std::shared_ptr<Program> program;  // keeps `kernel` alive during a launch racing an unload
+  Handle library_kernel = 0;        // the CUkernel it was obtained from, if any
+  std::shared_ptr<Program> program; // keeps `kernel` alive during a launch racing an unload
   Kernel* kernel = nullptr;
   std::string name;
   // Cluster preferences set through cuFuncSetAttribute that KernelAttributes does not hold.
@@ -227,8 +231,8 @@ template <class F> CUresult guarded(F&& body) noexcept {
 // The calling thread's context stack, innermost last. Holds handles, which may be stale.
 std::vector<Handle>& context_stack();
 
-// The current context: CUDA_ERROR_INVALID_CONTEXT when there is none, CUDA_ERROR_CONTEXT_IS_DESTROYED
-// when it was destroyed (or is an inactive primary context).
+// The current context: CUDA_ERROR_INVALID_CONTEXT when there is none,
+// CUDA_ERROR_CONTEXT_IS_DESTROYED when it was destroyed (or is an inactive primary context).
 CUresult current_context(Registry& r, Context*& out);
 
 // The current context, also failing with its sticky error if it has one.

@@ -386,7 +386,8 @@ CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config) {
   return guarded([&] {
     if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
     const int c = enum_value(config);
-    if (c < CU_FUNC_CACHE_PREFER_NONE || c > CU_FUNC_CACHE_PREFER_EQUAL) return CUDA_ERROR_INVALID_VALUE;
+    if (c < CU_FUNC_CACHE_PREFER_NONE || c > CU_FUNC_CACHE_PREFER_EQUAL)
+      return CUDA_ERROR_INVALID_VALUE;
     Registry& r = registry();
     std::lock_guard lock(r.mutex);
     Context* ctx = nullptr;

@@ -2,9 +2,9 @@
 // queries that share their resource arithmetic.
 //
 // A launch is validated here the way the real driver validates it (handles, context, shape, shared
-// memory, parameters), then runs to completion in Kernel::launch with no lock held. A fault the real
-// GPU would report asynchronously makes the context sticky (driver.hpp, Context::sticky): the launch
-// itself returns CUDA_SUCCESS, every later call on the context returns the fault.
+// memory, parameters), then runs to completion in Kernel::launch with no lock held. A fault the
+// real GPU would report asynchronously makes the context sticky (driver.hpp, Context::sticky): the
+// launch itself returns CUDA_SUCCESS, every later call on the context returns the fault.
 #include "emu/driver.hpp"
 
 #include "emu/log.hpp"
@@ -42,7 +42,8 @@ uint32_t blocks_per_sm(const KernelAttributes& a, uint64_t threads, uint64_t dyn
   uint64_t warp_threads = (threads + L::k_warp_size - 1) / L::k_warp_size * L::k_warp_size;
   uint64_t n = std::min<uint64_t>(k_max_blocks_per_sm, L::k_max_threads_per_sm / warp_threads);
   uint64_t shared = a.static_shared_bytes + dynamic_shared;
-  if (shared > 0) n = std::min<uint64_t>(n, L::k_shared_per_sm / (shared + k_reserved_shared_per_block));
+  if (shared > 0)
+    n = std::min<uint64_t>(n, L::k_shared_per_sm / (shared + k_reserved_shared_per_block));
   if (a.num_regs > 0) n = std::min<uint64_t>(n, L::k_regs_per_block / (a.num_regs * warp_threads));
   return static_cast<uint32_t>(n);
 }
@@ -61,7 +62,8 @@ CUresult check_shape(const Dim3& grid, const Dim3& block) {
   if (block.x > L::k_max_block_dim_xy || block.y > L::k_max_block_dim_xy ||
       block.z > L::k_max_block_dim_z || block.count() > L::k_max_threads_per_block)
     return CUDA_ERROR_INVALID_VALUE;
-  if (grid.x > L::k_max_grid_dim_x || grid.y > L::k_max_grid_dim_yz || grid.z > L::k_max_grid_dim_yz)
+  if (grid.x > L::k_max_grid_dim_x || grid.y > L::k_max_grid_dim_yz ||
+      grid.z > L::k_max_grid_dim_yz)
     return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
 }
@@ -88,7 +90,8 @@ CUresult build_params(Kernel& kernel, void** params, void** extra, std::vector<u
       size = 0;
       return CUDA_SUCCESS;
     }
-    if (pointer == nullptr || size_ptr == nullptr || *size_ptr < bytes) return CUDA_ERROR_INVALID_VALUE;
+    if (pointer == nullptr || size_ptr == nullptr || *size_ptr < bytes)
+      return CUDA_ERROR_INVALID_VALUE;
     data = static_cast<const uint8_t*>(pointer);
     size = *size_ptr;
     return CUDA_SUCCESS;
@@ -139,8 +142,9 @@ CUresult apply_attributes(Registry& r, Context& ctx, const LaunchArgs& a, bool& 
     }
     case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
     case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT: {
-      CUevent e = id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT ? at.value.programmaticEvent.event
-                                                                 : at.value.launchCompletionEvent.event;
+      CUevent e = id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT
+                      ? at.value.programmaticEvent.event
+                      : at.value.launchCompletionEvent.event;
       Event* ev = r.event(from_cu(e));
       if (ev == nullptr || ev->ctx != ctx.handle) return CUDA_ERROR_INVALID_HANDLE;
       events.push_back({ev->handle, id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT});
@@ -162,8 +166,8 @@ CUresult apply_attributes(Registry& r, Context& ctx, const LaunchArgs& a, bool& 
     case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
       break; // performance hints: results do not depend on them
     default:
-      log(LogLevel::debug, "cuLaunchKernelEx: ignoring unknown launch attribute " +
-                               std::to_string(id));
+      log(LogLevel::debug,
+          "cuLaunchKernelEx: ignoring unknown launch attribute " + std::to_string(id));
       break;
     }
   }
@@ -213,22 +217,24 @@ CUresult launch(const LaunchArgs& a) {
         rc != CUDA_SUCCESS)
       return rc;
     std::string refusal;
-    if (CUresult rc = apply_attributes(r, *ctx, a, cooperative, events, refusal); rc != CUDA_SUCCESS) {
+    if (CUresult rc = apply_attributes(r, *ctx, a, cooperative, events, refusal);
+        rc != CUDA_SUCCESS) {
       if (!refusal.empty()) log(LogLevel::warn, "launch of " + fn->name + ": " + refusal);
       return rc;
     }
     Stream* s = nullptr;
-    if (CUresult rc = resolve_stream(r, *ctx, a.stream, a.per_thread, s); rc != CUDA_SUCCESS) return rc;
+    if (CUresult rc = resolve_stream(r, *ctx, a.stream, a.per_thread, s); rc != CUDA_SUCCESS)
+      return rc;
     if (cooperative) {
       // Every block of a cooperative grid must be resident at once (grid-wide barriers).
-      uint64_t resident = uint64_t(blocks_per_sm(attrs, a.block.count(), a.shared_bytes)) * L::k_sm_count;
+      uint64_t resident =
+          uint64_t(blocks_per_sm(attrs, a.block.count(), a.shared_bytes)) * L::k_sm_count;
       if (a.grid.count() > resident) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
     }
     program = fn->program;
     ctx_handle = ctx->handle;
     stream_handle = s->legacy ? 0 : s->handle;
     start = op_start(r, *ctx, *s);
-    start_device_work(r);
     if (log_enabled(LogLevel::debug)) {
       log(LogLevel::debug, "launch " + fn->name + " grid " + std::to_string(a.grid.x) + "x" +
                                std::to_string(a.grid.y) + "x" + std::to_string(a.grid.z) +
@@ -236,6 +242,8 @@ CUresult launch(const LaunchArgs& a) {
                                std::to_string(a.block.y) + "x" + std::to_string(a.block.z) +
                                " shared " + std::to_string(a.shared_bytes));
     }
+    // Last in the section: nothing between here and the matching decrement below can throw.
+    start_device_work(r);
   }
 
   LaunchRequest request;
@@ -270,9 +278,11 @@ CUresult launch(const LaunchArgs& a) {
         ev->time_ns = m.at_end ? end : start;
       }
     }
-    log(LogLevel::debug, "launch " + kernel->name() + ": " + std::to_string(outcome.modeled_ns) +
-                             " ns modeled, " + std::to_string(outcome.thread_instructions) +
-                             " thread instructions");
+    if (log_enabled(LogLevel::debug)) {
+      log(LogLevel::debug, "launch " + kernel->name() + ": " + std::to_string(outcome.modeled_ns) +
+                               " ns modeled, " + std::to_string(outcome.thread_instructions) +
+                               " thread instructions");
+    }
     return CUDA_SUCCESS;
   }
   CUresult status = static_cast<CUresult>(outcome.status);
@@ -353,7 +363,8 @@ CUresult max_potential_block_size(int* min_grid, int* block_size, CUfunction f,
   int best_block = 0;
   int best_blocks = 0;
   // Largest resident thread count wins; among equals, the larger block (as cudaOccupancy does).
-  for (uint32_t b = max_block / L::k_warp_size * L::k_warp_size; b >= L::k_warp_size; b -= L::k_warp_size) {
+  for (uint32_t b = max_block / L::k_warp_size * L::k_warp_size; b >= L::k_warp_size;
+       b -= L::k_warp_size) {
     size_t dyn = to_dynamic != nullptr ? to_dynamic(static_cast<int>(b)) : dynamic_shared;
     if (!shared_fits(a, dyn)) continue;
     uint32_t blocks = blocks_per_sm(a, b, dyn);
@@ -415,11 +426,11 @@ CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction 
   return guarded([&] { return launch_ex(config, f, kernelParams, extra, true); });
 }
 
-CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                           unsigned int gridDimZ, unsigned int blockDimX,
-                                           unsigned int blockDimY, unsigned int blockDimZ,
-                                           unsigned int sharedMemBytes, CUstream hStream,
-                                           void** kernelParams) {
+CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
+                                           unsigned int gridDimY, unsigned int gridDimZ,
+                                           unsigned int blockDimX, unsigned int blockDimY,
+                                           unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                           CUstream hStream, void** kernelParams) {
   return guarded([&] {
     LaunchArgs a = classic(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
                            sharedMemBytes, hStream, kernelParams, nullptr, false);
@@ -442,14 +453,13 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
 }
 
 CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, CUfunction func,
-                                                             int blockSize, size_t dynamicSMemSize) {
+                                                             int blockSize,
+                                                             size_t dynamicSMemSize) {
   return guarded([&] { return max_active_blocks(numBlocks, func, blockSize, dynamicSMemSize); });
 }
 
-CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlocks,
-                                                                      CUfunction func, int blockSize,
-                                                                      size_t dynamicSMemSize,
-                                                                      unsigned int flags) {
+CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int* numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
   return guarded([&] {
     if ((flags & ~static_cast<unsigned>(CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE)) != 0)
       return CUDA_ERROR_INVALID_VALUE;
@@ -466,11 +476,10 @@ CUresult CUDAAPI cuOccupancyMaxPotentialBlockSize(int* minGridSize, int* blockSi
   });
 }
 
-CUresult CUDAAPI cuOccupancyMaxPotentialBlockSizeWithFlags(int* minGridSize, int* blockSize,
-                                                           CUfunction func,
-                                                           CUoccupancyB2DSize blockSizeToDynamicSMemSize,
-                                                           size_t dynamicSMemSize, int blockSizeLimit,
-                                                           unsigned int flags) {
+CUresult CUDAAPI cuOccupancyMaxPotentialBlockSizeWithFlags(
+    int* minGridSize, int* blockSize, CUfunction func,
+    CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit,
+    unsigned int flags) {
   return guarded([&] {
     if ((flags & ~static_cast<unsigned>(CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE)) != 0)
       return CUDA_ERROR_INVALID_VALUE;

@@ -36,7 +36,8 @@ Side side_of(uint64_t addr, uint64_t bytes) {
 }
 
 CopyKind copy_kind(Side dst, Side src) {
-  if (dst == Side::device) return src == Side::device ? CopyKind::device_to_device : CopyKind::host_to_device;
+  if (dst == Side::device)
+    return src == Side::device ? CopyKind::device_to_device : CopyKind::host_to_device;
   return src == Side::device ? CopyKind::device_to_host : CopyKind::host_to_host;
 }
 
@@ -62,7 +63,8 @@ CUresult copy(uint64_t dst, uint64_t src, size_t bytes, std::optional<CopyKind> 
     } else {
       Side d = side_of(dst, bytes);
       Side sr = side_of(src, bytes);
-      if (d == Side::bad || sr == Side::bad || dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
+      if (d == Side::bad || sr == Side::bad || dst == 0 || src == 0)
+        return CUDA_ERROR_INVALID_VALUE;
       kind = copy_kind(d, sr);
     }
     uint64_t start = op_start(r, *ctx, *s);
@@ -128,7 +130,8 @@ CUresult alloc(uint64_t& out, size_t bytes, AllocKind kind, unsigned host_flags)
   auto base = memory().allocate(bytes, kind, ctx->memory_owner());
   if (!base) {
     log(LogLevel::info, base.error().message);
-    return base.error().code != 0 ? static_cast<CUresult>(base.error().code) : CUDA_ERROR_OUT_OF_MEMORY;
+    return base.error().code != 0 ? static_cast<CUresult>(base.error().code)
+                                  : CUDA_ERROR_OUT_OF_MEMORY;
   }
   if (kind == AllocKind::host) r.host_alloc_flags[*base] = host_flags;
   out = *base;
@@ -163,7 +166,9 @@ CUcontext owner_context(Registry& r, const void* owner) {
   return nullptr;
 }
 
-template <class T> void put(void* data, T value) { std::memcpy(data, &value, sizeof(T)); }
+template <class T> void put(void* data, T value) {
+  std::memcpy(data, &value, sizeof(T));
+}
 
 // One pointer attribute. `a` is the allocation holding `ptr`, or nullopt: then every attribute
 // gets its "not a CUDA pointer" default (cuPointerGetAttributes semantics).
@@ -171,36 +176,65 @@ CUresult pointer_attribute(Registry& r, const std::optional<Allocation>& a, uint
                            int attribute, void* data) {
   const bool host = a && a->kind == AllocKind::host;
   switch (attribute) {
-  case CU_POINTER_ATTRIBUTE_CONTEXT: put(data, a ? owner_context(r, a->owner) : CUcontext{}); break;
+  case CU_POINTER_ATTRIBUTE_CONTEXT:
+    put(data, a ? owner_context(r, a->owner) : CUcontext{});
+    break;
   case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
     put<unsigned>(data, !a ? 0u : unsigned(host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE));
     break;
-  case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: put<CUdeviceptr>(data, a ? ptr : 0); break;
+  case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    put<CUdeviceptr>(data, a ? ptr : 0);
+    break;
   case CU_POINTER_ATTRIBUTE_HOST_POINTER:
     if (a && !host) return CUDA_ERROR_INVALID_VALUE; // device memory has no host mapping
     put<void*>(data, a ? reinterpret_cast<void*>(ptr) : nullptr);
     break;
-  case CU_POINTER_ATTRIBUTE_P2P_TOKENS: return CUDA_ERROR_NOT_SUPPORTED;
-  case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: put<bool>(data, a.has_value()); break;
-  case CU_POINTER_ATTRIBUTE_BUFFER_ID: put<unsigned long long>(data, a ? a->base : 0); break;
-  case CU_POINTER_ATTRIBUTE_IS_MANAGED: put<bool>(data, false); break;
-  case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: put<int>(data, a ? 0 : -2); break;
-  case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: put<bool>(data, false); break;
+  case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
+    return CUDA_ERROR_NOT_SUPPORTED;
+  case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    put<bool>(data, a.has_value());
+    break;
+  case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    put<unsigned long long>(data, a ? a->base : 0);
+    break;
+  case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    put<bool>(data, false);
+    break;
+  case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+    put<int>(data, a ? 0 : -2);
+    break;
+  case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    put<bool>(data, false);
+    break;
   case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
   case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
     put<void*>(data, a ? reinterpret_cast<void*>(a->base) : nullptr);
     break;
   case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-  case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: put<size_t>(data, a ? a->size : 0); break;
-  case CU_POINTER_ATTRIBUTE_MAPPED: put<bool>(data, a.has_value()); break;
-  case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: put<unsigned long long>(data, 0); break;
-  case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE: put<bool>(data, false); break;
-  case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
-    put<int>(data, a ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
+  case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+    put<size_t>(data, a ? a->size : 0);
     break;
-  case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: put<CUmemoryPool>(data, nullptr); break;
-  case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: put<unsigned long long>(data, a ? a->base : 0); break;
-  default: return CUDA_ERROR_INVALID_VALUE;
+  case CU_POINTER_ATTRIBUTE_MAPPED:
+    put<bool>(data, a.has_value());
+    break;
+  case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+    put<unsigned long long>(data, 0);
+    break;
+  case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    put<bool>(data, false);
+    break;
+  case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+    put<int>(data, a ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE
+                     : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
+    break;
+  case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+    put<CUmemoryPool>(data, nullptr);
+    break;
+  case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+    put<unsigned long long>(data, a ? a->base : 0);
+    break;
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
 }
@@ -215,7 +249,9 @@ using namespace hone::emu;
 
 namespace {
 
-uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+uint64_t addr(const void* p) {
+  return reinterpret_cast<uint64_t>(p);
+}
 
 } // namespace
 
@@ -225,7 +261,8 @@ extern "C" {
 
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   return guarded([&] {
-    if (dptr == nullptr) return initialized() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+    if (dptr == nullptr)
+      return initialized() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
     uint64_t base = 0;
     CUresult rc = alloc(base, bytesize, AllocKind::device, 0);
     if (rc == CUDA_SUCCESS) *dptr = base;
@@ -325,22 +362,36 @@ CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUde
 // --- copies --------------------------------------------------------------------------------------
 
 CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
-  return guarded([&] { return copy(dstDevice, addr(srcHost), ByteCount, D::host_to_device, nullptr, false, true); });
+  return guarded([&] {
+    return copy(dstDevice, addr(srcHost), ByteCount, D::host_to_device, nullptr, false, true);
+  });
 }
-CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
-  return guarded([&] { return copy(dstDevice, addr(srcHost), ByteCount, D::host_to_device, nullptr, true, true); });
+CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void* srcHost,
+                                      size_t ByteCount) {
+  return guarded([&] {
+    return copy(dstDevice, addr(srcHost), ByteCount, D::host_to_device, nullptr, true, true);
+  });
 }
 CUresult CUDAAPI cuMemcpyDtoH_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
-  return guarded([&] { return copy(addr(dstHost), srcDevice, ByteCount, D::device_to_host, nullptr, false, true); });
+  return guarded([&] {
+    return copy(addr(dstHost), srcDevice, ByteCount, D::device_to_host, nullptr, false, true);
+  });
 }
 CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
-  return guarded([&] { return copy(addr(dstHost), srcDevice, ByteCount, D::device_to_host, nullptr, true, true); });
+  return guarded([&] {
+    return copy(addr(dstHost), srcDevice, ByteCount, D::device_to_host, nullptr, true, true);
+  });
 }
 CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
-  return guarded([&] { return copy(dstDevice, srcDevice, ByteCount, D::device_to_device, nullptr, false, true); });
+  return guarded([&] {
+    return copy(dstDevice, srcDevice, ByteCount, D::device_to_device, nullptr, false, true);
+  });
 }
-CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
-  return guarded([&] { return copy(dstDevice, srcDevice, ByteCount, D::device_to_device, nullptr, true, true); });
+CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
+                                      size_t ByteCount) {
+  return guarded([&] {
+    return copy(dstDevice, srcDevice, ByteCount, D::device_to_device, nullptr, true, true);
+  });
 }
 CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
   return guarded([&] { return copy(dst, src, ByteCount, std::nullopt, nullptr, false, true); });
@@ -351,29 +402,42 @@ CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCoun
 
 CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount,
                                       CUstream hStream) {
-  return guarded([&] { return copy(dstDevice, addr(srcHost), ByteCount, D::host_to_device, hStream, false, false); });
+  return guarded([&] {
+    return copy(dstDevice, addr(srcHost), ByteCount, D::host_to_device, hStream, false, false);
+  });
 }
 CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void* srcHost,
                                            size_t ByteCount, CUstream hStream) {
-  return guarded([&] { return copy(dstDevice, addr(srcHost), ByteCount, D::host_to_device, hStream, true, false); });
+  return guarded([&] {
+    return copy(dstDevice, addr(srcHost), ByteCount, D::host_to_device, hStream, true, false);
+  });
 }
 CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                                       CUstream hStream) {
-  return guarded([&] { return copy(addr(dstHost), srcDevice, ByteCount, D::device_to_host, hStream, false, false); });
+  return guarded([&] {
+    return copy(addr(dstHost), srcDevice, ByteCount, D::device_to_host, hStream, false, false);
+  });
 }
 CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                                            CUstream hStream) {
-  return guarded([&] { return copy(addr(dstHost), srcDevice, ByteCount, D::device_to_host, hStream, true, false); });
+  return guarded([&] {
+    return copy(addr(dstHost), srcDevice, ByteCount, D::device_to_host, hStream, true, false);
+  });
 }
-CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
-                                      CUstream hStream) {
-  return guarded([&] { return copy(dstDevice, srcDevice, ByteCount, D::device_to_device, hStream, false, false); });
+CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
+                                      size_t ByteCount, CUstream hStream) {
+  return guarded([&] {
+    return copy(dstDevice, srcDevice, ByteCount, D::device_to_device, hStream, false, false);
+  });
 }
 CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
                                            size_t ByteCount, CUstream hStream) {
-  return guarded([&] { return copy(dstDevice, srcDevice, ByteCount, D::device_to_device, hStream, true, false); });
+  return guarded([&] {
+    return copy(dstDevice, srcDevice, ByteCount, D::device_to_device, hStream, true, false);
+  });
 }
-CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
+CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
+                               CUstream hStream) {
   return guarded([&] { return copy(dst, src, ByteCount, std::nullopt, hStream, false, false); });
 }
 CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
@@ -381,7 +445,8 @@ CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t Byt
   return guarded([&] { return copy(dst, src, ByteCount, std::nullopt, hStream, true, false); });
 }
 
-// --- memset ----------------------------------------------------------------------------------------
+// --- memset
+// ----------------------------------------------------------------------------------------
 
 CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
   return guarded([&] { return memset_elements(dstDevice, uc, N, 1, nullptr, false); });
@@ -401,7 +466,8 @@ CUresult CUDAAPI cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N
 CUresult CUDAAPI cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
   return guarded([&] { return memset_elements(dstDevice, ui, N, 4, nullptr, true); });
 }
-CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
+                                 CUstream hStream) {
   return guarded([&] { return memset_elements(dstDevice, uc, N, 1, hStream, false); });
 }
 CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
@@ -416,7 +482,8 @@ CUresult CUDAAPI cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us,
                                        CUstream hStream) {
   return guarded([&] { return memset_elements(dstDevice, us, N, 2, hStream, true); });
 }
-CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
+CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
+                                  CUstream hStream) {
   return guarded([&] { return memset_elements(dstDevice, ui, N, 4, hStream, false); });
 }
 CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
@@ -424,7 +491,8 @@ CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, s
   return guarded([&] { return memset_elements(dstDevice, ui, N, 4, hStream, true); });
 }
 
-// --- pointer attributes ----------------------------------------------------------------------------
+// --- pointer attributes
+// ----------------------------------------------------------------------------
 
 CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   return guarded([&] {
@@ -442,7 +510,8 @@ CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_at
                                         void** data, CUdeviceptr ptr) {
   return guarded([&] {
     if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-    if (numAttributes == 0 || attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (numAttributes == 0 || attributes == nullptr || data == nullptr)
+      return CUDA_ERROR_INVALID_VALUE;
     Registry& r = registry();
     std::lock_guard lock(r.mutex);
     auto a = memory().find(ptr);

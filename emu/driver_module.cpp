@@ -40,18 +40,25 @@ CUresult parse_jit_options(unsigned count, const CUjit_option* options, void** v
     const int option = enum_value(options[i]);
     if (option < 0 || option >= CU_JIT_NUM_OPTIONS) return CUDA_ERROR_INVALID_VALUE;
     switch (option) {
-    case CU_JIT_INFO_LOG_BUFFER: logs.info = static_cast<char*>(values[i]); break;
+    case CU_JIT_INFO_LOG_BUFFER:
+      logs.info = static_cast<char*>(values[i]);
+      break;
     case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
       logs.info_size = reinterpret_cast<uintptr_t>(values[i]);
       logs.info_index = static_cast<int>(i);
       break;
-    case CU_JIT_ERROR_LOG_BUFFER: logs.error = static_cast<char*>(values[i]); break;
+    case CU_JIT_ERROR_LOG_BUFFER:
+      logs.error = static_cast<char*>(values[i]);
+      break;
     case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
       logs.error_size = reinterpret_cast<uintptr_t>(values[i]);
       logs.error_index = static_cast<int>(i);
       break;
-    case CU_JIT_WALL_TIME: logs.wall_time_index = static_cast<int>(i); break;
-    default: break;
+    case CU_JIT_WALL_TIME:
+      logs.wall_time_index = static_cast<int>(i);
+      break;
+    default:
+      break;
     }
   }
   return CUDA_SUCCESS;
@@ -164,7 +171,8 @@ CUresult module_function(Registry& r, Module& mod, std::string_view name, Handle
     // Attributes set on the CUkernel apply in every context, including ones loaded later.
     if (lk->max_dynamic_shared_bytes)
       kernel->attributes().max_dynamic_shared_bytes = *lk->max_dynamic_shared_bytes;
-    if (lk->preferred_carveout) kernel->attributes().preferred_shared_carveout = *lk->preferred_carveout;
+    if (lk->preferred_carveout)
+      kernel->attributes().preferred_shared_carveout = *lk->preferred_carveout;
   }
   out = fn->handle;
   mod.functions.emplace(fn->name, fn->handle);
@@ -243,7 +251,8 @@ CUresult load_library(CUlibrary* out, const void* image, size_t size, const std:
                       unsigned num_lib, CUlibraryOption* lib_options, void** lib_values) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (out == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (num_lib > 0 && (lib_options == nullptr || lib_values == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  if (num_lib > 0 && (lib_options == nullptr || lib_values == nullptr))
+    return CUDA_ERROR_INVALID_VALUE;
   JitLogs logs;
   if (CUresult rc = parse_jit_options(num_jit, jit_options, jit_values, logs); rc != CUDA_SUCCESS)
     return rc;
@@ -291,22 +300,42 @@ CUresult library_kernel_view(Registry& r, CUkernel k, LibraryKernel*& lk, Kernel
 
 // --- function attributes -------------------------------------------------------------------------
 
-CUresult get_attribute(const KernelAttributes& a, const std::map<int, int>& extra,
-                       int attrib, int& out) {
+CUresult get_attribute(const KernelAttributes& a, const std::map<int, int>& extra, int attrib,
+                       int& out) {
   switch (attrib) {
-  case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: out = static_cast<int>(a.max_threads_per_block); break;
-  case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: out = static_cast<int>(a.static_shared_bytes); break;
-  case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: out = static_cast<int>(a.const_bytes); break;
-  case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: out = static_cast<int>(a.local_bytes); break;
-  case CU_FUNC_ATTRIBUTE_NUM_REGS: out = static_cast<int>(a.num_regs); break;
-  case CU_FUNC_ATTRIBUTE_PTX_VERSION: out = static_cast<int>(a.ptx_version); break;
-  case CU_FUNC_ATTRIBUTE_BINARY_VERSION: out = static_cast<int>(a.binary_version); break;
-  case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA: out = 0; break;
+  case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+    out = static_cast<int>(a.max_threads_per_block);
+    break;
+  case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+    out = static_cast<int>(a.static_shared_bytes);
+    break;
+  case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
+    out = static_cast<int>(a.const_bytes);
+    break;
+  case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
+    out = static_cast<int>(a.local_bytes);
+    break;
+  case CU_FUNC_ATTRIBUTE_NUM_REGS:
+    out = static_cast<int>(a.num_regs);
+    break;
+  case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+    out = static_cast<int>(a.ptx_version);
+    break;
+  case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
+    out = static_cast<int>(a.binary_version);
+    break;
+  case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA:
+    out = 0;
+    break;
   case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
     out = static_cast<int>(a.max_dynamic_shared_bytes);
     break;
-  case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: out = a.preferred_shared_carveout; break;
-  case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH: out = static_cast<int>(a.required_cluster_width); break;
+  case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+    out = a.preferred_shared_carveout;
+    break;
+  case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+    out = static_cast<int>(a.required_cluster_width);
+    break;
   default:
     if (attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
     auto it = extra.find(attrib);
@@ -316,8 +345,7 @@ CUresult get_attribute(const KernelAttributes& a, const std::map<int, int>& extr
   return CUDA_SUCCESS;
 }
 
-CUresult set_attribute(KernelAttributes& a, std::map<int, int>& extra, int attrib,
-                       int value) {
+CUresult set_attribute(KernelAttributes& a, std::map<int, int>& extra, int attrib, int value) {
   switch (attrib) {
   case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
     // The opt-in: static plus dynamic shared memory up to the device's 227 KB per block.
@@ -369,8 +397,9 @@ CUresult query_function(Handle h, Function*& out, std::unique_lock<std::mutex>& 
 Result<std::string> image_ptx(const void* image, size_t size, std::string_view what) {
   std::string prefix(what);
   auto view = cuda::locate_image(image, size);
-  if (!view) return make_error(prefix + ": not a module image: " + view.error().message,
-                               CUDA_ERROR_INVALID_IMAGE);
+  if (!view)
+    return make_error(prefix + ": not a module image: " + view.error().message,
+                      CUDA_ERROR_INVALID_IMAGE);
   auto bytes = view->bytes;
   switch (view->format) {
   case cuda::ImageFormat::ptx: {
@@ -379,13 +408,15 @@ Result<std::string> image_ptx(const void* image, size_t size, std::string_view w
     return text;
   }
   case cuda::ImageFormat::cubin:
-    return make_error(prefix + ": a cubin holds SASS, which the emulated device cannot run; "
-                               "build with PTX (e.g. nvcc -gencode arch=compute_90,code=compute_90)",
+    return make_error(prefix +
+                          ": a cubin holds SASS, which the emulated device cannot run; "
+                          "build with PTX (e.g. nvcc -gencode arch=compute_90,code=compute_90)",
                       CUDA_ERROR_NO_BINARY_FOR_GPU);
   case cuda::ImageFormat::fatbin: {
     auto fatbin = cuda::parse_fatbin(bytes);
-    if (!fatbin) return make_error(prefix + ": bad fatbin: " + fatbin.error().message,
-                                   CUDA_ERROR_INVALID_IMAGE);
+    if (!fatbin)
+      return make_error(prefix + ": bad fatbin: " + fatbin.error().message,
+                        CUDA_ERROR_INVALID_IMAGE);
     const cuda::FatbinEntry* entry = cuda::select_ptx(*fatbin, k_target_arch);
     if (entry == nullptr) {
       std::string entries;
@@ -400,9 +431,10 @@ Result<std::string> image_ptx(const void* image, size_t size, std::string_view w
                         CUDA_ERROR_NO_BINARY_FOR_GPU);
     }
     auto ptx = cuda::entry_ptx(*entry);
-    if (!ptx) return make_error(prefix + ": cannot extract " + cuda::describe(*entry) + ": " +
-                                    ptx.error().message,
-                                CUDA_ERROR_INVALID_IMAGE);
+    if (!ptx)
+      return make_error(prefix + ": cannot extract " + cuda::describe(*entry) + ": " +
+                            ptx.error().message,
+                        CUDA_ERROR_INVALID_IMAGE);
     return std::move(*ptx);
   }
   case cuda::ImageFormat::fatbin_wrapper:
@@ -431,7 +463,8 @@ using namespace hone::emu;
 
 extern "C" {
 
-// --- modules ---------------------------------------------------------------------------------------
+// --- modules
+// ---------------------------------------------------------------------------------------
 
 CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
   return guarded([&] {
@@ -443,7 +476,8 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigne
                                     CUjit_option* options, void** optionValues) {
   return guarded([&] {
     JitLogs logs;
-    if (CUresult rc = parse_jit_options(numOptions, options, optionValues, logs); rc != CUDA_SUCCESS)
+    if (CUresult rc = parse_jit_options(numOptions, options, optionValues, logs);
+        rc != CUDA_SUCCESS)
       return rc;
     std::string error_text;
     CUresult rc = load_image(module, image, hone::cuda::k_unknown_size, "cuModuleLoadDataEx image",
@@ -455,7 +489,8 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigne
 
 CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
   return guarded([&] {
-    return load_image(module, fatCubin, hone::cuda::k_unknown_size, "cuModuleLoadFatBinary image", nullptr);
+    return load_image(module, fatCubin, hone::cuda::k_unknown_size, "cuModuleLoadFatBinary image",
+                      nullptr);
   });
 }
 
@@ -673,7 +708,8 @@ CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel* kernels, unsigned int numKe
       names = lib->kernel_names;
     }
     for (unsigned i = 0; i < numKernels && i < names.size(); ++i) {
-      if (CUresult rc = cuLibraryGetKernel(&kernels[i], library, names[i].c_str()); rc != CUDA_SUCCESS)
+      if (CUresult rc = cuLibraryGetKernel(&kernels[i], library, names[i].c_str());
+          rc != CUDA_SUCCESS)
         return rc;
     }
     return CUDA_SUCCESS;
@@ -811,14 +847,16 @@ CUresult CUDAAPI cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CU
     if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
     if (dev < 0 || dev >= k_device_count) return CUDA_ERROR_INVALID_DEVICE;
     const int c = enum_value(config);
-    if (c < CU_FUNC_CACHE_PREFER_NONE || c > CU_FUNC_CACHE_PREFER_EQUAL) return CUDA_ERROR_INVALID_VALUE;
+    if (c < CU_FUNC_CACHE_PREFER_NONE || c > CU_FUNC_CACHE_PREFER_EQUAL)
+      return CUDA_ERROR_INVALID_VALUE;
     Registry& r = registry();
     std::lock_guard lock(r.mutex);
     return r.kernel(from_cu(kernel)) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
   });
 }
 
-// --- functions ---------------------------------------------------------------------------------------
+// --- functions
+// ---------------------------------------------------------------------------------------
 
 CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
   return guarded([&] {
@@ -845,7 +883,8 @@ CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config) {
   return guarded([&] {
     if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
     const int c = enum_value(config);
-    if (c < CU_FUNC_CACHE_PREFER_NONE || c > CU_FUNC_CACHE_PREFER_EQUAL) return CUDA_ERROR_INVALID_VALUE;
+    if (c < CU_FUNC_CACHE_PREFER_NONE || c > CU_FUNC_CACHE_PREFER_EQUAL)
+      return CUDA_ERROR_INVALID_VALUE;
     std::unique_lock<std::mutex> lock;
     Function* fn = nullptr;
     return query_function(from_cu(hfunc), fn, lock); // a preference only: nothing to change

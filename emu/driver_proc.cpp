@@ -12,8 +12,11 @@
 #include "emu/log.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <set>
+#include <string>
 
 #include <cudaProfiler.h>
 
@@ -22,13 +25,16 @@ namespace hone::emu {
 namespace {
 
 struct Variant {
-  int version = 0;           // first CUDA version it serves
-  int base_version = 0;      // per-thread variants: the version of the legacy variant it mirrors
+  int version = 0;      // first CUDA version it serves
+  int base_version = 0; // per-thread variants: the version of the legacy variant it mirrors
   bool per_thread = false;
   void* fn = nullptr;
 };
 
-using ProcTable = std::map<std::string, std::vector<Variant>, std::less<>>;
+struct ProcTable {
+  std::map<std::string, std::vector<Variant>, std::less<>> by_base;
+  std::set<std::string, std::less<>> claimed; // ABI names some base name resolves to
+};
 
 void* find_export(std::string_view name) {
   auto* begin = k_exports;
@@ -40,19 +46,23 @@ void* find_export(std::string_view name) {
 
 ProcTable build_table() {
   std::map<std::string, std::vector<const PfnRecord*>, std::less<>> by_base;
-  for (size_t i = 0; i < k_pfn_record_count; ++i) by_base[k_pfn_records[i].base].push_back(&k_pfn_records[i]);
+  for (size_t i = 0; i < k_pfn_record_count; ++i)
+    by_base[k_pfn_records[i].base].push_back(&k_pfn_records[i]);
   ProcTable table;
-  for (auto& [base, records] : by_base) {
+  for (const auto& entry : by_base) {
+    const std::string& base = entry.first;
+    const auto& records = entry.second;
     std::vector<int> legacy;
     for (const PfnRecord* rec : records) {
       if (*rec->suffix == '\0') legacy.push_back(rec->version);
     }
     std::sort(legacy.begin(), legacy.end());
     auto abi_name = [&](int legacy_version) {
-      size_t k = static_cast<size_t>(std::find(legacy.begin(), legacy.end(), legacy_version) - legacy.begin());
+      size_t k = static_cast<size_t>(std::find(legacy.begin(), legacy.end(), legacy_version) -
+                                     legacy.begin());
       return k == 0 ? base : base + "_v" + std::to_string(k + 1);
     };
-    auto& variants = table[base];
+    auto& variants = table.by_base[base];
     for (const PfnRecord* rec : records) {
       Variant v;
       v.version = rec->version;
@@ -71,8 +81,9 @@ ProcTable build_table() {
       v.fn = find_export(name);
       if (v.fn == nullptr) continue; // a typedef without a function in cuda.h
       variants.push_back(v);
+      table.claimed.insert(name);
     }
-    if (variants.empty()) table.erase(base);
+    if (variants.empty()) table.by_base.erase(base);
   }
   return table;
 }
@@ -96,10 +107,12 @@ CUresult get_proc_address(const char* symbol, void** pfn, int cuda_version, cuui
   if (cuda_version > k_driver_version) return CUDA_ERROR_INVALID_VALUE;
   *pfn = nullptr;
   const ProcTable& table = proc_table();
-  auto it = table.find(std::string_view(symbol));
-  if (it == table.end()) {
-    // A driver function cuda.h declares without a typedef (none in 13.0): by its own name.
-    if (void* fn = find_export(symbol)) {
+  auto it = table.by_base.find(std::string_view(symbol));
+  if (it == table.by_base.end()) {
+    // A driver function cuda.h declares without a typedef (none in 13.0) is found by its own name;
+    // an ABI name a base name stands for (cuMemAlloc_v2) is not, as on the real driver.
+    void* fn = find_export(symbol);
+    if (fn != nullptr && table.claimed.count(std::string_view(symbol)) == 0) {
       *pfn = fn;
       set_status(CU_GET_PROC_ADDRESS_SUCCESS);
       return CUDA_SUCCESS;
@@ -140,27 +153,38 @@ using namespace hone::emu;
 extern "C" {
 
 // Both work before cuInit: the runtime finds cuInit itself through them.
-CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
+CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
+                                  cuuint64_t flags) {
   return guarded([&] { return get_proc_address(symbol, pfn, cudaVersion, flags, nullptr); });
 }
 
 CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
-                                     cuuint64_t flags, CUdriverProcAddressQueryResult* symbolStatus) {
+                                     cuuint64_t flags,
+                                     CUdriverProcAddressQueryResult* symbolStatus) {
   return guarded([&] { return get_proc_address(symbol, pfn, cudaVersion, flags, symbolStatus); });
 }
 
-// The private tables NVIDIA's runtime (libcudart) asks the driver for. Their layout is not
-// documented and the emulated device does not provide them, so a runtime-API program stops at its
-// first CUDA call with cudaErrorNotSupported; say why once, instead of a bare stub message.
+// The private tables NVIDIA's runtime (libcudart) and libraries such as NVRTC ask the driver for.
+// Their layout is not documented and the emulated device does not provide them, so a runtime-API
+// program stops at its first CUDA call with cudaErrorNotSupported. Each table asked for is named
+// once (info level), so what a program needs is on record.
 CUresult CUDAAPI cuGetExportTable(const void** ppExportTable, const CUuuid* pExportTableId) {
   if (ppExportTable == nullptr || pExportTableId == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *ppExportTable = nullptr;
-  static std::once_flag logged;
-  std::call_once(logged, [] {
-    log(LogLevel::warn, "cuGetExportTable: the emulated device does not provide the CUDA runtime's "
-                        "private driver tables; programs built on libcudart cannot run on it (use "
-                        "the driver API): CUDA_ERROR_NOT_SUPPORTED");
-  });
+  static std::mutex mutex;
+  static std::set<std::string> seen;
+  char id[64];
+  const auto* b = reinterpret_cast<const unsigned char*>(pExportTableId->bytes);
+  std::snprintf(id, sizeof id,
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
+  std::lock_guard lock(mutex);
+  if (seen.insert(id).second) {
+    log(LogLevel::info, std::string("cuGetExportTable(") + id +
+                            "): private driver table not provided by the emulated device (programs "
+                            "built on libcudart need it): CUDA_ERROR_NOT_SUPPORTED");
+  }
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 

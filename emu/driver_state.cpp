@@ -22,8 +22,12 @@ constexpr Handle k_handle_step = 0x10;
 
 // Keep the registry usable in a child after fork(): no thread holds the lock across it, and the
 // work other threads were running does not exist in the child.
-void lock_for_fork() { registry().mutex.lock(); }
-void unlock_in_parent() { registry().mutex.unlock(); }
+void lock_for_fork() {
+  registry().mutex.lock();
+}
+void unlock_in_parent() {
+  registry().mutex.unlock();
+}
 void unlock_in_child() {
   registry().in_flight = 0;
   registry().mutex.unlock();
@@ -46,13 +50,27 @@ template <class Map> auto* find_in(Map& map, Handle h) {
   return it == map.end() ? nullptr : it->second.get();
 }
 
-Context* Registry::context(Handle h) { return find_in(contexts, h); }
-Module* Registry::module(Handle h) { return find_in(modules, h); }
-Function* Registry::function(Handle h) { return find_in(functions, h); }
-Library* Registry::library(Handle h) { return find_in(libraries, h); }
-LibraryKernel* Registry::kernel(Handle h) { return find_in(kernels, h); }
-Stream* Registry::stream(Handle h) { return find_in(streams, h); }
-Event* Registry::event(Handle h) { return find_in(events, h); }
+Context* Registry::context(Handle h) {
+  return find_in(contexts, h);
+}
+Module* Registry::module(Handle h) {
+  return find_in(modules, h);
+}
+Function* Registry::function(Handle h) {
+  return find_in(functions, h);
+}
+Library* Registry::library(Handle h) {
+  return find_in(libraries, h);
+}
+LibraryKernel* Registry::kernel(Handle h) {
+  return find_in(kernels, h);
+}
+Stream* Registry::stream(Handle h) {
+  return find_in(streams, h);
+}
+Event* Registry::event(Handle h) {
+  return find_in(events, h);
+}
 
 Registry& registry() {
   // Never destroyed: other libraries' destructors and exit-time threads may still call in.
@@ -64,7 +82,9 @@ Registry& registry() {
   return *r;
 }
 
-void start_device_work(Registry& r) { ++r.in_flight; }
+void start_device_work(Registry& r) {
+  ++r.in_flight;
+}
 
 void done_device_work(Registry& r) {
   {
@@ -78,8 +98,12 @@ void wait_device_idle(Registry& r, std::unique_lock<std::mutex>& lock) {
   r.idle.wait(lock, [&] { return r.in_flight == 0; });
 }
 
-bool initialized() { return g_initialized.load(std::memory_order_acquire); }
-void set_initialized() { g_initialized.store(true, std::memory_order_release); }
+bool initialized() {
+  return g_initialized.load(std::memory_order_acquire);
+}
+void set_initialized() {
+  g_initialized.store(true, std::memory_order_release);
+}
 
 void log_internal_error(const char* what) noexcept {
   try {
@@ -91,8 +115,9 @@ void log_internal_error(const char* what) noexcept {
 int unsupported_call(const char* name, std::atomic<bool>& logged) noexcept {
   if (!logged.exchange(true)) {
     try {
-      log(LogLevel::warn, std::string(name) +
-                              " is not implemented by the emulated device: CUDA_ERROR_NOT_SUPPORTED");
+      log(LogLevel::warn,
+          std::string(name) +
+              " is not implemented by the emulated device: CUDA_ERROR_NOT_SUPPORTED");
     } catch (...) {
     }
   }
@@ -153,6 +178,7 @@ void release_context_resources(Registry& r, Context& ctx) {
   ctx.streams.clear();
   ctx.events.clear();
   memory().release_owner(ctx.memory_owner());
+  std::erase_if(r.host_alloc_flags, [](const auto& entry) { return !memory().find(entry.first); });
   ctx.sticky = CUDA_SUCCESS;
   ctx.legacy.clock_ns = 0;
   ctx.host_clock_ns = 0;
@@ -206,9 +232,13 @@ uint64_t op_start(Registry& r, Context& ctx, const Stream& s) {
   return t;
 }
 
-void op_finish(Stream& s, uint64_t end_ns) { s.clock_ns = std::max(s.clock_ns, end_ns); }
+void op_finish(Stream& s, uint64_t end_ns) {
+  s.clock_ns = std::max(s.clock_ns, end_ns);
+}
 
-void host_waits(Context& ctx, uint64_t t_ns) { ctx.host_clock_ns = std::max(ctx.host_clock_ns, t_ns); }
+void host_waits(Context& ctx, uint64_t t_ns) {
+  ctx.host_clock_ns = std::max(ctx.host_clock_ns, t_ns);
+}
 
 // Copies over PCIe (host ↔ device, and pageable host ↔ host through the driver) at 25 GB/s plus
 // 2 µs of setup; device-local copies at 1.5 TB/s plus 1 µs; memset like a device-local copy.
@@ -224,6 +254,8 @@ uint64_t copy_ns(CopyKind kind, uint64_t bytes) {
   return 0;
 }
 
-uint64_t memset_ns(uint64_t bytes) { return 1000 + (bytes + 1499) / 1500; }
+uint64_t memset_ns(uint64_t bytes) {
+  return 1000 + (bytes + 1499) / 1500;
+}
 
 } // namespace hone::emu

@@ -9,7 +9,8 @@ namespace hone::emu {
 
 namespace {
 
-constexpr unsigned k_event_flags = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+constexpr unsigned k_event_flags =
+    CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
 
 // A stream named in a query or a synchronization: the current context's NULL or per-thread stream,
 // or any live stream (of any context, as on the real driver). `ctx_out` is the stream's context.
@@ -30,7 +31,8 @@ CUresult find_stream(Registry& r, CUstream h, bool per_thread, Stream*& out, Con
 CUresult create_stream(CUstream* ph, unsigned flags, int priority) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (ph == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if ((flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   Context* ctx = nullptr;
@@ -86,7 +88,8 @@ CUresult sync_stream(CUstream h, bool per_thread, bool host_sync) {
 
 CUresult wait_event(CUstream h, CUevent e, unsigned flags, bool per_thread) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-  if ((flags & ~static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & ~static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL)) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   Context* ctx = nullptr;
@@ -218,7 +221,8 @@ using namespace hone::emu;
 
 extern "C" {
 
-// --- streams ---------------------------------------------------------------------------------------
+// --- streams
+// ---------------------------------------------------------------------------------------
 
 CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
   return guarded([&] { return create_stream(phStream, Flags, k_stream_priority_least); });
@@ -352,7 +356,8 @@ CUresult CUDAAPI cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback cal
   });
 }
 
-// --- events ----------------------------------------------------------------------------------------
+// --- events
+// ----------------------------------------------------------------------------------------
 
 CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   return guarded([&] {

@@ -212,7 +212,7 @@ struct BlockRunner::State {
       last_alloc = a;
     }
     if (write && a->kind == AllocKind::const_var) {
-      fault(CUDA_ERROR_ILLEGAL_ADDRESS, "illegal address: write to constant memory at " +
+      fault(CUDA_ERROR_ILLEGAL_ADDRESS, "illegal address: write to constant memory: " +
                                             describe_global(addr, size),
             in, warp, lane);
     }
@@ -1317,6 +1317,20 @@ void BlockRunner::State::exec_atomic(const Insn& in, uint32_t widx, uint32_t exe
     case Type::s64: cas_loop(int64_t{}); break;
     case Type::u64:
     case Type::b64: cas_loop(uint64_t{}); break;
+    case Type::f16x2:
+    case Type::bf16x2: {
+      // packed halves: each half added as a half, the pair updated in one atomic step
+      uint32_t* wp = reinterpret_cast<uint32_t*>(p);
+      uint32_t cur = __atomic_load_n(wp, __ATOMIC_RELAXED);
+      while (true) {
+        uint32_t nb = t == Type::bf16x2 ? sem::add_bf16x2(cur, uint32_t(a)) : sem::add_f16x2(cur, uint32_t(a));
+        if (__atomic_compare_exchange_n(wp, &cur, nb, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+          old = cur;
+          break;
+        }
+      }
+      break;
+    }
     case Type::f16:
     case Type::bf16: {
       uint16_t* hp = reinterpret_cast<uint16_t*>(p);

@@ -13,7 +13,9 @@ enum class LogLevel { debug = 0, info = 1, warn = 2, off = 3 };
 
 // The level HONE_EMU_LOG selects.
 LogLevel log_level();
-inline bool log_enabled(LogLevel level) { return level >= log_level() && level != LogLevel::off; }
+inline bool log_enabled(LogLevel level) {
+  return level >= log_level() && level != LogLevel::off;
+}
 
 // Write `hone-emu: <message>\n` to stderr in one write, if `level` is enabled.
 void log(LogLevel level, std::string_view message);

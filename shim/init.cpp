@@ -1,0 +1,53 @@
+// Initialisation, fork handling and the exit flush.
+#include "shim/config.hpp"
+#include "shim/log.hpp"
+#include "shim/registry.hpp"
+#include "shim/reporter.hpp"
+#include "shim/sampler.hpp"
+#include "shim/shim.hpp"
+
+#include <pthread.h>
+
+namespace hone::shim {
+
+std::atomic<int> g_state{k_uninitialized};
+
+namespace {
+
+std::atomic<bool> g_atfork_installed{false};
+
+void prepare_fork() {
+  registry().mutex().lock();
+  reporter().lock_for_fork();
+}
+void parent_after_fork() {
+  reporter().unlock_after_fork();
+  registry().mutex().unlock();
+}
+void child_after_fork() {
+  reporter().reset_in_child();
+  registry().reset_after_fork();
+  sample_reset_after_fork();
+  registry().mutex().unlock();
+}
+
+} // namespace
+
+int initialize() {
+  // Concurrent first calls may both get here; every step is idempotent.
+  const Config& c = config();
+  int state = c.disabled ? k_disabled : k_enabled;
+  if (state == k_enabled && !g_atfork_installed.exchange(true)) {
+    pthread_atfork(prepare_fork, parent_after_fork, child_after_fork);
+    log(Level::debug, "observing this process (socket %s, 1 launch in %u timed)", c.socket,
+        c.sample_every);
+  }
+  g_state.store(state, std::memory_order_relaxed);
+  return state;
+}
+
+void on_activity() {
+  if (enabled()) reporter().ensure_started();
+}
+
+} // namespace hone::shim

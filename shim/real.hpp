@@ -1,0 +1,67 @@
+// The real driver and NVRTC behind the hooks: every function the shim hooks or calls, resolved
+// lazily and lock-free (no mutex of ours is ever held around the dynamic linker, so a hook called
+// from inside dlopen on another thread cannot deadlock), and the map from a real entry point to
+// the hook that stands in for it.
+#pragma once
+
+#include <cstddef>
+
+namespace hone::shim {
+
+// Hooked: the shim exports these names and returns its hooks for them from dlsym and
+// cuGetProcAddress.
+#define HONE_SHIM_CU_HOOKS(X)                                                                      \
+  X(cuModuleLoad) X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleLoadFatBinary)               \
+  X(cuModuleUnload) X(cuModuleGetFunction) X(cuLibraryLoadData) X(cuLibraryLoadFromFile)           \
+  X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuLibraryGetModule) X(cuKernelGetFunction)            \
+  X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz)            \
+  X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz) X(cuGetProcAddress)               \
+  X(cuGetProcAddress_v2)
+
+#define HONE_SHIM_NVRTC_HOOKS(X)                                                                   \
+  X(nvrtcCreateProgram) X(nvrtcCompileProgram) X(nvrtcGetPTX) X(nvrtcGetCUBIN)                     \
+  X(nvrtcDestroyProgram)
+
+// Called by the shim itself, never hooked.
+#define HONE_SHIM_CU_USES(X)                                                                       \
+  X(cuFuncGetName) X(cuCtxGetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2)                 \
+  X(cuEventCreate) X(cuEventRecord) X(cuEventRecord_ptsz) X(cuEventQuery) X(cuEventElapsedTime)    \
+  X(cuEventDestroy_v2) X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz) X(cuDriverGetVersion)    \
+  X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuInit)
+
+#define HONE_SHIM_NVRTC_USES(X) X(nvrtcGetPTXSize) X(nvrtcGetCUBINSize)
+
+enum class Fn : unsigned {
+#define HONE_X(name) name,
+  HONE_SHIM_CU_HOOKS(HONE_X) HONE_SHIM_NVRTC_HOOKS(HONE_X) HONE_SHIM_CU_USES(HONE_X)
+      HONE_SHIM_NVRTC_USES(HONE_X)
+#undef HONE_X
+      count
+};
+
+bool is_hooked(Fn f);
+bool is_nvrtc(Fn f);
+const char* fn_name(Fn f);
+
+// The real entry point, resolved on first use; nullptr when no driver (or NVRTC) provides it.
+void* real(Fn f);
+template <class T> T real_as(Fn f) { return reinterpret_cast<T>(real(f)); }
+
+// Record `p` as the real entry point when none is known yet (an application that dlopened the
+// driver or NVRTC from its own path hands the shim the library through dlsym).
+void adopt_real(Fn f, void* p);
+
+// The hook standing in for `f`.
+void* hook_of(Fn f);
+// The hooked function named `name`, or -1.
+int hooked_index(const char* name);
+// The hook for a real entry point the driver handed out (cuGetProcAddress); nullptr when `p` is
+// not one the shim hooks.
+void* hook_for_real(void* p);
+
+// glibc's dlsym, found with dlvsym(RTLD_NEXT, ...): the shim's own lookups never go through its
+// dlsym override.
+using DlsymFn = void* (*)(void*, const char*);
+DlsymFn real_dlsym();
+
+} // namespace hone::shim

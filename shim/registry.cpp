@@ -1,0 +1,214 @@
+#include "shim/registry.hpp"
+
+#include "cuda/fatbin.hpp"
+#include "shim/config.hpp"
+#include "shim/log.hpp"
+#include "shim/real.hpp"
+
+#include <unordered_map>
+
+namespace hone::shim {
+
+bool FunctionTable::put(const void* handle, KernelRecord* record) {
+  uintptr_t key = reinterpret_cast<uintptr_t>(handle);
+  if (!key) return false;
+  size_t i = hash(key);
+  for (size_t probe = 0; probe < k_capacity; ++probe, i = (i + 1) & (k_capacity - 1)) {
+    uintptr_t k = m_slots[i].key.load(std::memory_order_relaxed);
+    if (k == key) {
+      m_slots[i].record.store(record, std::memory_order_release);
+      return true;
+    }
+    if (k == 0) {
+      // record first, then the key: a reader that sees the key sees the record
+      m_slots[i].record.store(record, std::memory_order_relaxed);
+      m_slots[i].key.store(key, std::memory_order_release);
+      return true;
+    }
+  }
+  return false;
+}
+
+struct Registry::State {
+  struct Module {
+    std::shared_ptr<ImageInfo> image;
+    std::vector<const void*> functions;
+  };
+  std::unordered_map<const void*, Module> modules;
+  std::unordered_map<KernelKey, KernelRecord*> by_key;
+  std::vector<KernelRecord*> all;
+  std::unordered_map<ImageHash, std::shared_ptr<ImageInfo>> images;
+  std::unordered_map<ImageHash, proto::SourceInfo> sources;
+  uint64_t cached_bytes = 0;
+  uint64_t next_id = 1;
+};
+
+Registry::State& Registry::state() {
+  if (!m_state) m_state = new State(); // never freed: hooks may run during exit
+  return *m_state;
+}
+
+namespace {
+
+proto::ImageFormat format_of(cuda::ImageFormat f) {
+  switch (f) {
+  case cuda::ImageFormat::ptx: return proto::ImageFormat::ptx;
+  case cuda::ImageFormat::cubin: return proto::ImageFormat::cubin;
+  case cuda::ImageFormat::fatbin: return proto::ImageFormat::fatbin;
+  default: return proto::ImageFormat::unknown;
+  }
+}
+
+} // namespace
+
+void Registry::module_loaded(const void* module, const void* data, size_t size) {
+  if (!module || !data) return;
+  // Locate and hash outside the lock: this is the one expensive step, done once per load.
+  auto view = cuda::locate_image(data, size ? size : cuda::k_unknown_size);
+  auto info = std::make_shared<ImageInfo>();
+  if (view) {
+    info->format = format_of(view->format);
+    info->size = view->bytes.size();
+    info->hash = ImageHash::of(view->bytes.data(), view->bytes.size());
+  } else {
+    log(Level::debug, "module image not recognised (%s); its kernels are counted without a hash",
+        view.error().message.c_str());
+  }
+  std::lock_guard lock(m_mutex);
+  State& s = state();
+  if (view) {
+    auto it = s.images.find(info->hash);
+    if (it != s.images.end()) {
+      info = it->second; // the same image loaded again (another context)
+    } else {
+      if (s.cached_bytes + info->size <= config().image_cache_bytes) {
+        info->bytes = std::make_shared<const std::string>(
+            reinterpret_cast<const char*>(view->bytes.data()), view->bytes.size());
+        s.cached_bytes += info->size;
+      } else if (first_time(Once::image_cache)) {
+        log(Level::info, "image cache full (HONE_IMAGE_CACHE_MB): later images are not kept");
+      }
+      info->source_known = s.sources.count(info->hash) > 0;
+      s.images.emplace(info->hash, info);
+    }
+  }
+  s.modules[module] = State::Module{info, {}};
+}
+
+void Registry::module_unloaded(const void* module) {
+  std::lock_guard lock(m_mutex);
+  State& s = state();
+  auto it = s.modules.find(module);
+  if (it == s.modules.end()) return;
+  for (const void* f : it->second.functions) functions.put(f, nullptr);
+  s.modules.erase(it);
+}
+
+namespace {
+
+KernelRecord* record_for(Registry::State& s, const KernelKey& key, const ImageInfo* image) {
+  auto it = s.by_key.find(key);
+  if (it != s.by_key.end()) return it->second;
+  auto* r = new KernelRecord();
+  r->id = s.next_id++;
+  r->key = key;
+  if (image) {
+    r->format = image->format;
+    r->image_size = image->size;
+    r->source_known = image->source_known;
+  }
+  r->next_sample.store(config().sample_every, std::memory_order_relaxed);
+  s.by_key.emplace(key, r);
+  s.all.push_back(r);
+  return r;
+}
+
+} // namespace
+
+KernelRecord* Registry::function_found(const void* handle, const void* module, const char* name) {
+  if (!handle || !name) return nullptr;
+  std::lock_guard lock(m_mutex);
+  State& s = state();
+  auto it = s.modules.find(module);
+  const ImageInfo* image = it != s.modules.end() ? it->second.image.get() : nullptr;
+  KernelKey key{image ? image->hash : ImageHash{}, name};
+  KernelRecord* r = record_for(s, key, image);
+  if (!functions.put(handle, r)) {
+    if (first_time(Once::table_full)) log(Level::warn, "function table full: later kernels are not counted");
+    return r;
+  }
+  if (it != s.modules.end()) it->second.functions.push_back(handle);
+  return r;
+}
+
+KernelRecord* Registry::function_unknown(const void* handle) {
+  using GetName = int (*)(const char**, const void*);
+  auto get_name = real_as<GetName>(Fn::cuFuncGetName);
+  const char* name = nullptr;
+  if (!get_name || get_name(&name, handle) != 0 || !name) return nullptr;
+  std::lock_guard lock(m_mutex);
+  State& s = state();
+  if (KernelRecord* r = functions.find(handle)) return r;
+  KernelRecord* r = record_for(s, KernelKey{ImageHash{}, name}, nullptr);
+  functions.put(handle, r);
+  return r;
+}
+
+void Registry::alias_function(const void* function, const void* kernel) {
+  std::lock_guard lock(m_mutex);
+  if (KernelRecord* r = functions.find(kernel)) functions.put(function, r);
+}
+
+void Registry::alias_module(const void* module, const void* library) {
+  std::lock_guard lock(m_mutex);
+  State& s = state();
+  auto it = s.modules.find(library);
+  if (it != s.modules.end()) s.modules[module] = State::Module{it->second.image, {}};
+}
+
+void Registry::nvrtc_output(const proto::SourceInfo& source, const void* data, size_t size) {
+  if (!data || !size) return;
+  ImageHash h = ImageHash::of(data, size);
+  std::lock_guard lock(m_mutex);
+  State& s = state();
+  s.sources[h] = source;
+  if (auto it = s.images.find(h); it != s.images.end()) it->second->source_known = true;
+}
+
+bool Registry::image(const ImageHash& hash, std::shared_ptr<const std::string>* bytes,
+                     proto::ImageFormat* format, std::optional<proto::SourceInfo>* source) {
+  std::lock_guard lock(m_mutex);
+  State& s = state();
+  auto it = s.images.find(hash);
+  if (it == s.images.end() || !it->second->bytes) return false;
+  *bytes = it->second->bytes;
+  *format = it->second->format;
+  if (auto src = s.sources.find(hash); src != s.sources.end()) *source = src->second;
+  return true;
+}
+
+std::vector<KernelRecord*> Registry::records() {
+  std::lock_guard lock(m_mutex);
+  return state().all;
+}
+
+void Registry::reset_after_fork() {
+  // The child is single-threaded here; the mutex was taken in the prepare handler.
+  State& s = state();
+  for (KernelRecord* r : s.all) {
+    r->launches.store(0, std::memory_order_relaxed);
+    r->sampled.store(0, std::memory_order_relaxed);
+    r->sampled_ns.store(0, std::memory_order_relaxed);
+    r->next_sample.store(config().sample_every, std::memory_order_relaxed);
+    r->announced = false;
+    r->reported_launches = 0;
+    r->reported_sampled = 0;
+  }
+}
+
+Registry& registry() {
+  static Registry* r = new Registry(); // never destroyed: hooks may run during exit
+  return *r;
+}
+
+} // namespace hone::shim

@@ -1,0 +1,501 @@
+#include "shim/reporter.hpp"
+
+#include "common/protocol.hpp"
+#include "common/version.hpp"
+#include "shim/config.hpp"
+#include "shim/log.hpp"
+#include "shim/real.hpp"
+#include "shim/registry.hpp"
+#include "shim/sampler.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace hone::shim {
+
+namespace {
+
+constexpr uint64_t k_handshake_ms = 5000;
+constexpr uint64_t k_backoff_min_ms = 1000;
+constexpr uint64_t k_backoff_max_ms = 30000;
+constexpr uint64_t k_version_backoff_ms = 60000;
+constexpr size_t k_out_limit = 1u << 20;      // bytes queued for a daemon that is not reading
+constexpr uint64_t k_stall_limit_ms = 30000;  // a daemon not reading this long is dropped
+constexpr uint64_t k_final_wait_ms = 250;
+constexpr uint32_t k_min_interval_ms = 50;
+
+uint64_t now_ms() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+std::string read_link(const char* path) {
+  char buf[4096];
+  ssize_t n = ::readlink(path, buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+} // namespace
+
+struct Reporter::Impl {
+  // Shared with application threads.
+  std::mutex mutex;
+  std::condition_variable final_cv;
+  std::atomic<bool> running{false};
+  std::atomic<bool> ready{false};
+  std::atomic<bool> final_requested{false};
+  bool final_done = false;
+  int wake_fd = -1;
+  uint64_t start_ns = now_ns();
+
+  // The thread's own.
+  struct Out {
+    std::string data;
+    size_t off = 0;
+    int fd = -1;
+  };
+  int fd = -1;
+  bool handshake = false;
+  bool finished = false;
+  std::string in;
+  std::deque<Out> out;
+  size_t out_bytes = 0;
+  uint64_t retry_at = 0;
+  uint64_t backoff = k_backoff_min_ms;
+  uint64_t ack_deadline = 0;
+  uint64_t next_report = 0;
+  uint64_t interval = 2000;
+  uint64_t last_write_progress = 0;
+  uint32_t seq = 0;
+
+  void run();
+  void connect_daemon(uint64_t now);
+  void disconnect(Once kind, Level level, const char* why, uint64_t retry_ms = 0);
+  void queue(std::string frame, int with_fd = -1);
+  void flush(uint64_t now);
+  void receive(uint64_t now);
+  bool handle(const proto::FrameHeader& h, std::string_view payload, uint64_t now);
+  void report();
+  void answer_image(uint32_t seq, const proto::ImageRequest& req);
+  proto::Hello hello() const;
+  void signal_final_done();
+};
+
+Reporter::Impl& Reporter::impl() {
+  if (!m_impl) m_impl = new Impl(); // never destroyed: the thread may run during exit
+  return *m_impl;
+}
+
+Reporter& reporter() {
+  static Reporter* r = new Reporter();
+  return *r;
+}
+
+namespace {
+void flush_at_exit() { reporter().final_flush(); }
+} // namespace
+
+void Reporter::ensure_started() {
+  Impl& s = impl();
+  if (s.running.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(s.mutex);
+  if (s.running.load(std::memory_order_relaxed)) return;
+  if (s.wake_fd < 0) s.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  try {
+    std::thread([&s] { s.run(); }).detach();
+  } catch (const std::exception&) {
+    log(Level::warn, "could not start the reporting thread; running without the daemon");
+    return;
+  }
+  static std::atomic<bool> atexit_installed{false};
+  if (!atexit_installed.exchange(true)) std::atexit(flush_at_exit);
+  s.running.store(true, std::memory_order_release);
+}
+
+void Reporter::final_flush() {
+  Impl& s = impl();
+  if (!s.running.load() || !s.ready.load()) return;
+  s.final_requested.store(true);
+  uint64_t one = 1;
+  ssize_t ignored = ::write(s.wake_fd, &one, sizeof one);
+  (void)ignored;
+  std::unique_lock lock(s.mutex);
+  s.final_cv.wait_for(lock, std::chrono::milliseconds(k_final_wait_ms), [&] { return s.final_done; });
+}
+
+void Reporter::lock_for_fork() { impl().mutex.lock(); }
+void Reporter::unlock_after_fork() { impl().mutex.unlock(); }
+
+void Reporter::reset_in_child() {
+  // The parent's thread does not exist here, and its connection is the parent's: start over.
+  Impl* old = m_impl;
+  m_impl = nullptr;
+  if (old) {
+    if (old->fd >= 0) ::close(old->fd);
+    if (old->wake_fd >= 0) ::close(old->wake_fd);
+    for (auto& o : old->out) {
+      if (o.fd >= 0) ::close(o.fd);
+    }
+    // `old` (and its locked mutex) is leaked: its destructor would run on a mutex the parent's
+    // threads may have held.
+  }
+}
+
+void Reporter::Impl::signal_final_done() {
+  std::lock_guard lock(mutex);
+  final_done = true;
+  final_cv.notify_all();
+}
+
+void Reporter::Impl::run() {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr); // the application's signals are not ours
+  while (true) {
+    uint64_t now = now_ms();
+    bool final_now = final_requested.load();
+    if (finished) {
+      pollfd p{wake_fd, POLLIN, 0};
+      ::poll(&p, 1, 1000);
+      continue;
+    }
+    if (fd < 0 && now >= retry_at && !final_now) connect_daemon(now);
+    if (fd >= 0 && handshake && now >= ack_deadline) {
+      disconnect(Once::handshake, Level::info, "the daemon did not answer the hello in 5 s");
+    }
+    if (fd >= 0 && !handshake && (now >= next_report || final_now)) {
+      sample_collect();
+      report();
+      next_report = now + interval;
+      if (final_now) {
+        queue(proto::frame(proto::MsgType::goodbye, ++seq, wire::Writer{}));
+      }
+    }
+    if (fd >= 0) flush(now);
+    if (final_now) {
+      if (fd < 0 || out.empty() || handshake) {
+        if (fd >= 0) ::close(fd);
+        fd = -1;
+        finished = true;
+        ready.store(false);
+        signal_final_done();
+        continue;
+      }
+    }
+    if (fd >= 0 && !out.empty() && now - last_write_progress > k_stall_limit_ms) {
+      disconnect(Once::stalled, Level::info, "the daemon stopped reading for 30 s");
+    }
+
+    pollfd fds[2];
+    fds[0] = {wake_fd, POLLIN, 0};
+    nfds_t n = 1;
+    if (fd >= 0) {
+      fds[1] = {fd, short(POLLIN | (out.empty() ? 0 : POLLOUT)), 0};
+      n = 2;
+    }
+    uint64_t wake_at = fd < 0 ? retry_at : handshake ? ack_deadline : next_report;
+    int timeout = int(std::clamp<int64_t>(int64_t(wake_at) - int64_t(now_ms()), 1, 1000));
+    int r = ::poll(fds, n, timeout);
+    if (r <= 0) continue;
+    if (fds[0].revents & POLLIN) {
+      uint64_t v;
+      while (::read(wake_fd, &v, sizeof v) > 0) {
+      }
+    }
+    if (n == 2 && fd >= 0) {
+      if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) receive(now_ms());
+      if (fd >= 0 && (fds[1].revents & POLLOUT)) flush(now_ms());
+    }
+  }
+}
+
+void Reporter::Impl::connect_daemon(uint64_t now) {
+  const char* path = config().socket;
+  int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (s < 0) {
+    retry_at = now + backoff;
+    return;
+  }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path, std::min(std::strlen(path), sizeof addr.sun_path - 1));
+  if (::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno != EINPROGRESS) {
+    int err = errno;
+    ::close(s);
+    if (first_time(Once::connect)) {
+      log(Level::info, "daemon not reachable at %s (%s); the application runs without it, retrying "
+                       "in the background",
+          path, std::strerror(err));
+    }
+    retry_at = now + backoff;
+    backoff = std::min(backoff * 2, k_backoff_max_ms);
+    return;
+  }
+  fd = s;
+  handshake = true;
+  ack_deadline = now + k_handshake_ms;
+  last_write_progress = now;
+  in.clear();
+  queue(proto::frame_of(proto::MsgType::hello, ++seq, hello()));
+}
+
+proto::Hello Reporter::Impl::hello() const {
+  proto::Hello h;
+  h.kind = proto::ClientKind::shim;
+  h.pid = uint32_t(::getpid());
+  h.uid = uint32_t(::getuid());
+  h.exe = read_link("/proc/self/exe");
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) h.hostname = host;
+  h.client_version = k_version;
+  using DriverVersion = int (*)(int*);
+  using DeviceGet = int (*)(int*, int);
+  using DeviceName = int (*)(char*, int, int);
+  using DeviceAttr = int (*)(int*, int, int);
+  int version = 0, dev = 0;
+  if (auto f = real_as<DriverVersion>(Fn::cuDriverGetVersion); f && f(&version) == 0) {
+    h.driver_version = uint32_t(version);
+  }
+  if (auto get = real_as<DeviceGet>(Fn::cuDeviceGet); get && get(&dev, 0) == 0) {
+    char name[256] = {};
+    if (auto f = real_as<DeviceName>(Fn::cuDeviceGetName); f && f(name, sizeof name - 1, dev) == 0) {
+      h.device_name = name;
+    }
+    int major = 0, minor = 0;
+    auto attr = real_as<DeviceAttr>(Fn::cuDeviceGetAttribute);
+    // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
+    if (attr && attr(&major, 75, dev) == 0 && attr(&minor, 76, dev) == 0) {
+      h.arch = "sm_" + std::to_string(major) + std::to_string(minor);
+    }
+  }
+  return h;
+}
+
+void Reporter::Impl::disconnect(Once kind, Level level, const char* why, uint64_t retry_ms) {
+  if (first_time(kind)) log(level, "%s; reporting paused, retrying in the background", why);
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+  handshake = false;
+  ready.store(false);
+  for (auto& o : out) {
+    if (o.fd >= 0) ::close(o.fd);
+  }
+  out.clear();
+  out_bytes = 0;
+  in.clear();
+  uint64_t now = now_ms();
+  retry_at = now + (retry_ms ? retry_ms : backoff);
+  backoff = std::min(backoff * 2, k_backoff_max_ms);
+}
+
+void Reporter::Impl::queue(std::string frame, int with_fd) {
+  out_bytes += frame.size();
+  out.push_back(Out{std::move(frame), 0, with_fd});
+}
+
+void Reporter::Impl::flush(uint64_t now) {
+  while (!out.empty() && fd >= 0) {
+    Out& o = out.front();
+    ssize_t n;
+    if (o.fd >= 0 && o.off == 0) {
+      // the descriptor rides with the frame's first byte
+      iovec iov{o.data.data(), o.data.size()};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &o.fd, sizeof(int));
+      n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } else {
+      n = ::send(fd, o.data.data() + o.off, o.data.size() - o.off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+      disconnect(Once::disconnected, Level::info, "the daemon closed the connection");
+      return;
+    }
+    last_write_progress = now;
+    o.off += size_t(n);
+    out_bytes -= size_t(n);
+    if (o.off < o.data.size()) return;
+    if (o.fd >= 0) ::close(o.fd);
+    out.pop_front();
+  }
+}
+
+void Reporter::Impl::receive(uint64_t now) {
+  char buf[65536];
+  while (fd >= 0) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0) {
+      disconnect(Once::disconnected, Level::info, "the daemon closed the connection");
+      return;
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+      disconnect(Once::disconnected, Level::info, "the connection to the daemon failed");
+      return;
+    }
+    in.append(buf, size_t(n));
+    if (in.size() > proto::k_header_size + proto::k_max_payload) break;
+  }
+  while (fd >= 0 && in.size() >= proto::k_header_size) {
+    const char* why = "malformed frame";
+    auto h = proto::FrameHeader::decode(in.data(), &why);
+    if (!h) {
+      std::string msg = std::string("the daemon sent garbage (") + why + "); disconnecting";
+      disconnect(Once::garbage, Level::warn, msg.c_str());
+      return;
+    }
+    if (in.size() < proto::k_header_size + h->length) return;
+    std::string_view payload(in.data() + proto::k_header_size, h->length);
+    bool ok = handle(*h, payload, now);
+    if (fd < 0) return;
+    if (!ok) {
+      std::string msg = std::string("the daemon sent a malformed ") + proto::type_name(h->type) +
+                        " message; disconnecting";
+      disconnect(Once::garbage, Level::warn, msg.c_str());
+      return;
+    }
+    in.erase(0, proto::k_header_size + h->length);
+  }
+}
+
+bool Reporter::Impl::handle(const proto::FrameHeader& h, std::string_view payload, uint64_t now) {
+  wire::Reader r(payload);
+  switch (h.type) {
+  case proto::MsgType::hello_ack: {
+    proto::HelloAck ack;
+    if (!handshake || !proto::decode(r, ack)) return false;
+    if (ack.version < proto::k_version_min || ack.version > proto::k_version_max) return false;
+    handshake = false;
+    backoff = k_backoff_min_ms;
+    interval = config().report_ms ? config().report_ms
+                                  : std::max<uint32_t>(ack.report_interval_ms, k_min_interval_ms);
+    next_report = now;
+    for (KernelRecord* rec : registry().records()) rec->announced = false; // a new session
+    ready.store(true);
+    log(Level::debug, "connected to honed %s, reporting every %llu ms", ack.daemon_version.c_str(),
+        (unsigned long long)interval);
+    return true;
+  }
+  case proto::MsgType::error: {
+    proto::ErrorMsg e;
+    if (!proto::decode(r, e)) return false;
+    std::string msg = "the daemon refused the connection: " + e.message;
+    disconnect(Once::handshake, Level::warn, msg.c_str(),
+               e.code == proto::k_err_version ? k_version_backoff_ms : 0);
+    return true;
+  }
+  case proto::MsgType::image_request: {
+    proto::ImageRequest req;
+    if (handshake || !proto::decode(r, req)) return false;
+    answer_image(h.seq, req);
+    return true;
+  }
+  default:
+    if (handshake) return false;
+    log(Level::debug, "ignoring a %s frame from the daemon", proto::type_name(h.type));
+    return true;
+  }
+}
+
+void Reporter::Impl::answer_image(uint32_t request_seq, const proto::ImageRequest& req) {
+  proto::Image msg;
+  msg.image = req.image;
+  std::shared_ptr<const std::string> bytes;
+  int memfd = -1;
+  if (registry().image(req.image, &bytes, &msg.format, &msg.source)) {
+    memfd = ::memfd_create("hone-image", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    size_t done = 0;
+    while (memfd >= 0 && done < bytes->size()) {
+      ssize_t n = ::write(memfd, bytes->data() + done, bytes->size() - done);
+      if (n <= 0) break;
+      done += size_t(n);
+    }
+    if (memfd >= 0 && done == bytes->size()) {
+      ::fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+      msg.available = true;
+      msg.size = bytes->size();
+    } else if (memfd >= 0) {
+      ::close(memfd);
+      memfd = -1;
+    }
+  }
+  if (!msg.available) msg.source.reset();
+  queue(proto::frame_of(proto::MsgType::image, request_seq, msg,
+                        memfd >= 0 ? uint16_t(proto::k_flag_fd) : uint16_t(0)),
+        memfd);
+}
+
+void Reporter::Impl::report() {
+  auto records = registry().records();
+  if (out_bytes > k_out_limit) {
+    if (first_time(Once::stalled)) {
+      log(Level::info, "the daemon is not reading; reports are held back");
+    }
+    return;
+  }
+  proto::Kernels ks;
+  std::vector<KernelRecord*> announced;
+  for (KernelRecord* rec : records) {
+    if (rec->announced) continue;
+    ks.kernels.push_back({rec->id, rec->key, rec->format, rec->image_size, rec->source_known});
+    announced.push_back(rec);
+  }
+  if (!ks.kernels.empty()) {
+    queue(proto::frame_of(proto::MsgType::kernels, ++seq, ks));
+    for (KernelRecord* rec : announced) rec->announced = true;
+  }
+  proto::Stats st;
+  st.uptime_ns = now_ns() - start_ns;
+  for (KernelRecord* rec : records) {
+    if (!rec->announced) continue;
+    uint64_t launches = rec->launches.load(std::memory_order_relaxed);
+    uint64_t sampled = rec->sampled.load(std::memory_order_relaxed);
+    if (launches == rec->reported_launches && sampled == rec->reported_sampled) continue;
+    proto::KernelStats k;
+    k.id = rec->id;
+    k.launches = launches;
+    k.sampled = std::min(sampled, launches);
+    k.sampled_ns = rec->sampled_ns.load(std::memory_order_relaxed);
+    uint64_t g = rec->grid.load(std::memory_order_relaxed);
+    uint64_t b = rec->block.load(std::memory_order_relaxed);
+    k.grid = {uint32_t(g), uint32_t(g >> 32), rec->grid_z.load(std::memory_order_relaxed)};
+    k.block = {uint32_t(b & 0xffff), uint32_t((b >> 16) & 0xffff), uint32_t((b >> 32) & 0xffff)};
+    st.kernels.push_back(k);
+    rec->reported_launches = launches;
+    rec->reported_sampled = sampled;
+  }
+  if (!st.kernels.empty()) queue(proto::frame_of(proto::MsgType::stats, ++seq, st));
+}
+
+} // namespace hone::shim

@@ -1,0 +1,159 @@
+#include "shim/sampler.hpp"
+
+#include "shim/log.hpp"
+#include "shim/real.hpp"
+
+#include <atomic>
+
+namespace hone::shim {
+
+namespace {
+
+using CUctx = void*;
+using CUev = void*;
+using GetCurrent = int (*)(CUctx*);
+using PushPop = int (*)(CUctx);
+using Pop = int (*)(CUctx*);
+using EventCreate = int (*)(CUev*, unsigned);
+using EventRecord = int (*)(CUev, void*);
+using EventQuery = int (*)(CUev);
+using EventElapsed = int (*)(float*, CUev, CUev);
+using IsCapturing = int (*)(void*, int*);
+
+constexpr int k_pairs = 32;
+constexpr int k_contexts = 16;
+constexpr int k_success = 0;
+constexpr int k_not_ready = 600; // CUDA_ERROR_NOT_READY
+
+enum : int { k_free = 0, k_recording = 1, k_in_flight = 2 };
+
+struct Pair {
+  CUev start = nullptr;
+  CUev end = nullptr;
+  std::atomic<int> state{k_free};
+  KernelRecord* record = nullptr;
+};
+
+struct Pool {
+  Pair pairs[k_pairs];
+};
+
+struct ContextSlot {
+  std::atomic<CUctx> ctx{nullptr};
+  std::atomic<Pool*> pool{nullptr};
+  std::atomic<bool> failed{false};
+};
+
+ContextSlot g_contexts[k_contexts];
+
+ContextSlot* slot_for(CUctx ctx) {
+  for (auto& c : g_contexts) {
+    CUctx have = c.ctx.load(std::memory_order_acquire);
+    if (have == ctx) return &c;
+    if (!have) {
+      CUctx expected = nullptr;
+      if (c.ctx.compare_exchange_strong(expected, ctx)) return &c; // the reporter makes its pool
+      if (expected == ctx) return &c;
+    }
+  }
+  return nullptr;
+}
+
+} // namespace
+
+bool sample_begin(void* stream, bool per_thread, SampleSlot* out) {
+  auto get_current = real_as<GetCurrent>(Fn::cuCtxGetCurrent);
+  auto record = real_as<EventRecord>(per_thread ? Fn::cuEventRecord_ptsz : Fn::cuEventRecord);
+  auto capturing =
+      real_as<IsCapturing>(per_thread ? Fn::cuStreamIsCapturing_ptsz : Fn::cuStreamIsCapturing);
+  if (!get_current || !record || !capturing) return false;
+  CUctx ctx = nullptr;
+  if (get_current(&ctx) != k_success || !ctx) return false;
+  ContextSlot* cs = slot_for(ctx);
+  if (!cs) return false;
+  Pool* pool = cs->pool.load(std::memory_order_acquire);
+  if (!pool) return false;
+  // Recording an event into a stream being captured would add a node to the application's graph.
+  int status = 0;
+  if (capturing(stream, &status) != k_success || status != 0) return false;
+  for (int i = 0; i < k_pairs; ++i) {
+    int expected = k_free;
+    if (!pool->pairs[i].state.compare_exchange_strong(expected, k_recording)) continue;
+    if (record(pool->pairs[i].start, stream) != k_success) {
+      pool->pairs[i].state.store(k_free, std::memory_order_release);
+      return false;
+    }
+    out->pool = pool;
+    out->pair = i;
+    return true;
+  }
+  return false;
+}
+
+void sample_end(const SampleSlot& slot, void* stream, bool per_thread, KernelRecord* rec,
+                bool launched) {
+  auto* pool = static_cast<Pool*>(slot.pool);
+  Pair& p = pool->pairs[slot.pair];
+  auto record = real_as<EventRecord>(per_thread ? Fn::cuEventRecord_ptsz : Fn::cuEventRecord);
+  if (!launched || record(p.end, stream) != k_success) {
+    p.state.store(k_free, std::memory_order_release);
+    return;
+  }
+  p.record = rec;
+  p.state.store(k_in_flight, std::memory_order_release);
+}
+
+void sample_collect() {
+  auto push = real_as<PushPop>(Fn::cuCtxPushCurrent_v2);
+  auto pop = real_as<Pop>(Fn::cuCtxPopCurrent_v2);
+  auto create = real_as<EventCreate>(Fn::cuEventCreate);
+  auto query = real_as<EventQuery>(Fn::cuEventQuery);
+  auto elapsed = real_as<EventElapsed>(Fn::cuEventElapsedTime);
+  if (!push || !pop || !create || !query || !elapsed) return;
+  for (auto& c : g_contexts) {
+    CUctx ctx = c.ctx.load(std::memory_order_acquire);
+    if (!ctx || c.failed.load(std::memory_order_relaxed)) continue;
+    if (push(ctx) != k_success) {
+      c.failed = true;
+      continue;
+    }
+    Pool* pool = c.pool.load(std::memory_order_acquire);
+    if (!pool) {
+      auto* fresh = new Pool();
+      bool ok = true;
+      for (auto& p : fresh->pairs) {
+        ok = ok && create(&p.start, 0) == k_success && create(&p.end, 0) == k_success;
+      }
+      if (ok) {
+        c.pool.store(fresh, std::memory_order_release);
+      } else {
+        c.failed = true; // leaked on purpose: events of a failed pool may still be referenced
+        log(Level::debug, "could not create timing events; launches in this context are not timed");
+      }
+    } else {
+      for (auto& p : pool->pairs) {
+        if (p.state.load(std::memory_order_acquire) != k_in_flight) continue;
+        int q = query(p.end);
+        if (q == k_not_ready) continue;
+        float ms = 0;
+        if (q == k_success && elapsed(&ms, p.start, p.end) == k_success && ms >= 0) {
+          p.record->sampled.fetch_add(1, std::memory_order_relaxed);
+          p.record->sampled_ns.fetch_add(uint64_t(double(ms) * 1e6), std::memory_order_relaxed);
+        }
+        p.state.store(k_free, std::memory_order_release);
+      }
+    }
+    CUctx popped = nullptr;
+    pop(&popped);
+  }
+}
+
+void sample_reset_after_fork() {
+  for (auto& c : g_contexts) {
+    c.pool.store(nullptr, std::memory_order_relaxed);
+    c.ctx.store(nullptr, std::memory_order_relaxed);
+    c.failed.store(false, std::memory_order_relaxed);
+  }
+}
+
+} // namespace hone::shim
