@@ -11,7 +11,9 @@ SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the build and the tests need.
 DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev pkg-config \
                 libgtest-dev libgmock-dev libbenchmark-dev \
-                nlohmann-json3-dev libcli11-dev libxxhash-dev libzstd-dev
+                nlohmann-json3-dev libcli11-dev libxxhash-dev libzstd-dev \
+                librocksdb-dev libboost-dev libspdlog-dev libfmt-dev libsystemd-dev \
+                libtomlplusplus-dev systemd procps
 
 .PHONY: all deps configure build test unit fuzz-smoke demo bench clean
 

@@ -47,3 +47,21 @@ template <> struct std::hash<hone::KernelKey> {
     return std::hash<hone::ImageHash>()(k.image) ^ std::hash<std::string>()(k.entry);
   }
 };
+
+namespace hone {
+
+// A variant of a kernel: 128-bit hash of everything that makes it what it is (the kernel, the
+// target, the code and its guard). Same inputs, same id, on any host.
+struct VariantId {
+  ImageHash h;
+  std::string hex() const { return h.hex(); }
+  static std::optional<VariantId> from_hex(std::string_view text) {
+    auto h = ImageHash::from_hex(text);
+    if (!h) return std::nullopt;
+    return VariantId{*h};
+  }
+  friend bool operator==(const VariantId&, const VariantId&) = default;
+  friend auto operator<=>(const VariantId&, const VariantId&) = default;
+};
+
+} // namespace hone

@@ -211,7 +211,8 @@ void set_initialized();
 
 void log_internal_error(const char* what) noexcept;
 
-// Run an entry point body: no exception ever crosses the C ABI.
+// Run an entry point body: no exception ever crosses the C ABI. Entry points that cannot throw
+// (plain queries that allocate nothing) do without.
 template <class F> CUresult guarded(F&& body) noexcept {
   try {
     return body();

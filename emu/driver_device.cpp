@@ -341,14 +341,16 @@ CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
 }
 
 CUresult CUDAAPI cuDeviceGetByPCIBusId(CUdevice* dev, const char* pciBusId) {
-  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-  if (dev == nullptr || pciBusId == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  // Accept the short form ("01:00.0") as well as the full one, case-insensitively.
-  std::string id(pciBusId);
-  for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (id != k_pci_bus_id && "0000:" + id != k_pci_bus_id) return CUDA_ERROR_INVALID_DEVICE;
-  *dev = 0;
-  return CUDA_SUCCESS;
+  return guarded([&] {
+    if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev == nullptr || pciBusId == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    // Accept the short form ("01:00.0") as well as the full one, case-insensitively.
+    std::string id(pciBusId);
+    for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (id != k_pci_bus_id && "0000:" + id != k_pci_bus_id) return CUDA_ERROR_INVALID_DEVICE;
+    *dev = 0;
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {

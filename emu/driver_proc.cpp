@@ -169,23 +169,26 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVer
 // program stops at its first CUDA call with cudaErrorNotSupported. Each table asked for is named
 // once (info level), so what a program needs is on record.
 CUresult CUDAAPI cuGetExportTable(const void** ppExportTable, const CUuuid* pExportTableId) {
-  if (ppExportTable == nullptr || pExportTableId == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *ppExportTable = nullptr;
-  static std::mutex mutex;
-  static std::set<std::string> seen;
-  char id[64];
-  const auto* b = reinterpret_cast<const unsigned char*>(pExportTableId->bytes);
-  std::snprintf(id, sizeof id,
-                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-                b[15]);
-  std::lock_guard lock(mutex);
-  if (seen.insert(id).second) {
-    log(LogLevel::info, std::string("cuGetExportTable(") + id +
-                            "): private driver table not provided by the emulated device (programs "
-                            "built on libcudart need it): CUDA_ERROR_NOT_SUPPORTED");
-  }
-  return CUDA_ERROR_NOT_SUPPORTED;
+  return guarded([&] {
+    if (ppExportTable == nullptr || pExportTableId == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *ppExportTable = nullptr;
+    static std::mutex mutex;
+    static std::set<std::string> seen;
+    char id[64];
+    const auto* b = reinterpret_cast<const unsigned char*>(pExportTableId->bytes);
+    std::snprintf(id, sizeof id,
+                  "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                  b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                  b[14], b[15]);
+    std::lock_guard lock(mutex);
+    if (seen.insert(id).second) {
+      log(LogLevel::info,
+          std::string("cuGetExportTable(") + id +
+              "): private driver table not provided by the emulated device (programs "
+              "built on libcudart need it): CUDA_ERROR_NOT_SUPPORTED");
+    }
+    return CUDA_ERROR_NOT_SUPPORTED;
+  });
 }
 
 // Profiling ranges are a no-op: there is no profiler to start. cudaProfiler.h, unlike cuda.h, does

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <new>
 #include <pthread.h>
 
 namespace hone::emu {
@@ -30,6 +31,10 @@ void unlock_in_parent() {
 }
 void unlock_in_child() {
   registry().in_flight = 0;
+  // Parent threads waiting on `idle` (in cuMemFree, say) left their state in it; those threads do
+  // not exist here. Start a fresh condition variable over the old one (destroying one with
+  // waiters is undefined, so it is not destroyed).
+  new (&registry().idle) std::condition_variable();
   registry().mutex.unlock();
 }
 

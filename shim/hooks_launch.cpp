@@ -1,7 +1,8 @@
 // Launch hooks: the fast path every kernel launch of the application takes.
 //
-// For a function already seen: one lock-free table lookup, one relaxed atomic add, two relaxed
-// loads (and stores only when the launch shape changed), then the real call. No allocation, lock,
+// For a function already seen: one lock-free table lookup, a relaxed load (is a timed launch
+// due?), the real call, then one relaxed atomic add and three relaxed loads (stores only when the
+// launch shape changed). No allocation, lock,
 // system call or getenv. The slow paths (a function never seen, a launch picked for timing) are
 // out of line.
 #include "shim/cuda_abi.hpp"
@@ -21,24 +22,33 @@ __attribute__((noinline)) KernelRecord* unknown(CUfunction f) {
   return r;
 }
 
-inline KernelRecord* count(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                           unsigned by, unsigned bz, bool* sample) {
+inline KernelRecord* record_of(CUfunction f) {
   KernelRecord* r = registry().functions.find(f);
-  if (__builtin_expect(!r, 0)) {
-    r = unknown(f);
-    if (!r) return nullptr;
-  }
-  uint64_t n = r->launches.fetch_add(1, std::memory_order_relaxed) + 1;
+  return __builtin_expect(r != nullptr, 1) ? r : unknown(f);
+}
+
+// Is this launch the one to time? Claims the sample so only one thread takes it; returns the
+// claimed launch number (0: not this one).
+inline uint64_t sample_due(KernelRecord* r) {
+  uint64_t due = r->next_sample.load(std::memory_order_relaxed);
+  if (__builtin_expect(!due, 1)) return 0;
+  uint64_t n = r->launches.load(std::memory_order_relaxed) + 1;
+  if (n < due) return 0;
+  return r->next_sample.compare_exchange_strong(due, n + config().sample_every,
+                                                std::memory_order_relaxed)
+             ? due
+             : 0;
+}
+
+// Count a launch the driver accepted (a refused launch ran nothing), and its shape.
+inline void count(KernelRecord* r, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                  unsigned by, unsigned bz) {
+  r->launches.fetch_add(1, std::memory_order_relaxed);
   uint64_t grid = uint64_t(gx) | uint64_t(gy) << 32;
   uint64_t block = uint64_t(bx) | uint64_t(by) << 16 | uint64_t(bz) << 32;
   if (r->grid.load(std::memory_order_relaxed) != grid) r->grid.store(grid, std::memory_order_relaxed);
   if (r->grid_z.load(std::memory_order_relaxed) != gz) r->grid_z.store(gz, std::memory_order_relaxed);
   if (r->block.load(std::memory_order_relaxed) != block) r->block.store(block, std::memory_order_relaxed);
-  uint64_t due = r->next_sample.load(std::memory_order_relaxed);
-  *sample = due && n >= due &&
-            r->next_sample.compare_exchange_strong(due, n + config().sample_every,
-                                                   std::memory_order_relaxed);
-  return r;
 }
 
 // Time this launch with events around it on its own stream.
@@ -56,10 +66,21 @@ template <class Call>
 inline CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                        unsigned by, unsigned bz, CUstream stream, bool per_thread, Call&& call) {
   if (!enabled()) return call();
-  bool sample = false;
-  KernelRecord* r = count(f, gx, gy, gz, bx, by, bz, &sample);
-  if (__builtin_expect(sample, 0)) return timed(r, stream, per_thread, call);
-  return call();
+  KernelRecord* r = record_of(f);
+  if (__builtin_expect(!r, 0)) return call();
+  uint64_t due = sample_due(r);
+  if (__builtin_expect(due == 0, 1)) {
+    CUresult res = call();
+    if (__builtin_expect(res == CUDA_SUCCESS, 1)) count(r, gx, gy, gz, bx, by, bz);
+    return res;
+  }
+  CUresult res = timed(r, stream, per_thread, call);
+  if (res == CUDA_SUCCESS) {
+    count(r, gx, gy, gz, bx, by, bz);
+  } else {
+    r->next_sample.store(due, std::memory_order_relaxed); // a refused launch gives its turn back
+  }
+  return res;
 }
 
 template <class F> inline F real_fn(Fn f) { return real_as<F>(f); }

@@ -4,6 +4,8 @@
 #include "shim/log.hpp"
 #include "shim/real.hpp"
 #include "shim/registry.hpp"
+#include "shim/config.hpp"
+#include "shim/sampler.hpp"
 #include "shim/shim.hpp"
 
 #include <string>
@@ -40,6 +42,7 @@ std::string read_image_file(const char* path) {
 void loaded(const void* handle, const void* data, size_t size) {
   if (!enabled()) return;
   registry().module_loaded(handle, data, size);
+  if (config().sample_every) sample_prepare_current_context();
   on_activity();
 }
 
@@ -53,6 +56,7 @@ void loaded_file(const void* handle, const char* path) {
   // PTX files are NUL-terminated in memory as the driver sees them
   if (bytes.find('\0') == std::string::npos) bytes.push_back('\0');
   registry().module_loaded(handle, bytes.data(), bytes.size());
+  if (config().sample_every) sample_prepare_current_context();
   on_activity();
 }
 

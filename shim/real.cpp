@@ -36,7 +36,6 @@ void* const k_hooks[] = {
 #undef HONE_X
 };
 
-std::atomic<void*> g_real[unsigned(Fn::count)];
 std::atomic<void*> g_libcuda{nullptr};
 std::atomic<DlsymFn> g_dlsym{nullptr};
 
@@ -60,6 +59,9 @@ void* libcuda() {
 
 } // namespace
 
+std::atomic<void*> detail::g_real[unsigned(Fn::count)];
+using detail::g_real;
+
 DlsymFn real_dlsym() {
   DlsymFn f = g_dlsym.load(std::memory_order_acquire);
   if (f) return f;
@@ -76,7 +78,7 @@ bool is_nvrtc(Fn f) {
 }
 const char* fn_name(Fn f) { return k_names[unsigned(f)]; }
 
-void* real(Fn f) {
+void* detail::resolve_real(Fn f) {
   unsigned i = unsigned(f);
   void* p = g_real[i].load(std::memory_order_acquire);
   if (p) return p;

@@ -4,6 +4,7 @@
 // the hook that stands in for it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 
 namespace hone::shim {
@@ -43,8 +44,17 @@ bool is_hooked(Fn f);
 bool is_nvrtc(Fn f);
 const char* fn_name(Fn f);
 
+namespace detail {
+extern std::atomic<void*> g_real[unsigned(Fn::count)];
+void* resolve_real(Fn f);
+} // namespace detail
+
 // The real entry point, resolved on first use; nullptr when no driver (or NVRTC) provides it.
-void* real(Fn f);
+// Inline: after the first call it is one load on the launch path.
+inline void* real(Fn f) {
+  void* p = detail::g_real[unsigned(f)].load(std::memory_order_acquire);
+  return __builtin_expect(p != nullptr, 1) ? p : detail::resolve_real(f);
+}
 template <class T> T real_as(Fn f) { return reinterpret_cast<T>(real(f)); }
 
 // Record `p` as the real entry point when none is known yet (an application that dlopened the

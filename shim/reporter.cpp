@@ -39,6 +39,7 @@ constexpr size_t k_out_limit = 1u << 20;      // bytes queued for a daemon that 
 constexpr uint64_t k_stall_limit_ms = 30000;  // a daemon not reading this long is dropped
 constexpr uint64_t k_final_wait_ms = 250;
 constexpr uint32_t k_min_interval_ms = 50;
+constexpr uint64_t k_collect_ms = 20; // how soon timed launches are collected between reports
 
 uint64_t now_ms() {
   return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -79,6 +80,8 @@ struct Reporter::Impl {
   int fd = -1;
   bool handshake = false;
   bool finished = false;
+  bool reported_final = false;
+  uint64_t next_collect = 0;
   std::string in;
   std::deque<Out> out;
   size_t out_bytes = 0;
@@ -96,6 +99,7 @@ struct Reporter::Impl {
   void queue(std::string frame, int with_fd = -1);
   void flush(uint64_t now);
   void receive(uint64_t now);
+  void parse_frames(uint64_t now);
   bool handle(const proto::FrameHeader& h, std::string_view payload, uint64_t now);
   void report();
   void answer_image(uint32_t seq, const proto::ImageRequest& req);
@@ -136,7 +140,7 @@ void Reporter::ensure_started() {
 
 void Reporter::final_flush() {
   Impl& s = impl();
-  if (!s.running.load() || !s.ready.load()) return;
+  if (!s.running.load()) return;
   s.final_requested.store(true);
   uint64_t one = 1;
   ssize_t ignored = ::write(s.wake_fd, &one, sizeof one);
@@ -185,24 +189,29 @@ void Reporter::Impl::run() {
     if (fd >= 0 && handshake && now >= ack_deadline) {
       disconnect(Once::handshake, Level::info, "the daemon did not answer the hello in 5 s");
     }
-    if (fd >= 0 && !handshake && (now >= next_report || final_now)) {
+    if (fd >= 0 && !handshake && (now >= next_report || (final_now && !reported_final))) {
       sample_collect();
       report();
       next_report = now + interval;
       if (final_now) {
         queue(proto::frame(proto::MsgType::goodbye, ++seq, wire::Writer{}));
+        reported_final = true;
       }
+    } else if (sample_in_flight() && now >= next_collect) {
+      // Timed launches finish between reports: free their events for the next ones.
+      sample_collect();
+      next_collect = now + k_collect_ms;
     }
     if (fd >= 0) flush(now);
-    if (final_now) {
-      if (fd < 0 || out.empty() || handshake) {
-        if (fd >= 0) ::close(fd);
-        fd = -1;
-        finished = true;
-        ready.store(false);
-        signal_final_done();
-        continue;
-      }
+    // At exit: report once the session is up (a hello still unanswered is waited for, within
+    // the exit deadline), then finish when everything is sent; without a connection, at once.
+    if (final_now && (fd < 0 || (!handshake && reported_final && out.empty()))) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+      finished = true;
+      ready.store(false);
+      signal_final_done();
+      continue;
     }
     if (fd >= 0 && !out.empty() && now - last_write_progress > k_stall_limit_ms) {
       disconnect(Once::stalled, Level::info, "the daemon stopped reading for 30 s");
@@ -216,6 +225,7 @@ void Reporter::Impl::run() {
       n = 2;
     }
     uint64_t wake_at = fd < 0 ? retry_at : handshake ? ack_deadline : next_report;
+    if (sample_in_flight()) wake_at = std::min(wake_at, now + k_collect_ms);
     int timeout = int(std::clamp<int64_t>(int64_t(wake_at) - int64_t(now_ms()), 1, 1000));
     int r = ::poll(fds, n, timeout);
     if (r <= 0) continue;
@@ -353,20 +363,29 @@ void Reporter::Impl::flush(uint64_t now) {
 
 void Reporter::Impl::receive(uint64_t now) {
   char buf[65536];
+  bool eof = false, failed = false;
   while (fd >= 0) {
     ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n == 0) {
-      disconnect(Once::disconnected, Level::info, "the daemon closed the connection");
-      return;
+      eof = true;
+      break;
     }
     if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
-      disconnect(Once::disconnected, Level::info, "the connection to the daemon failed");
-      return;
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) failed = true;
+      break;
     }
     in.append(buf, size_t(n));
     if (in.size() > proto::k_header_size + proto::k_max_payload) break;
   }
+  // What arrived before a close is read first: a daemon that refuses says why, then closes.
+  parse_frames(now);
+  if (fd >= 0 && (eof || failed)) {
+    disconnect(Once::disconnected, Level::info,
+               eof ? "the daemon closed the connection" : "the connection to the daemon failed");
+  }
+}
+
+void Reporter::Impl::parse_frames(uint64_t now) {
   while (fd >= 0 && in.size() >= proto::k_header_size) {
     const char* why = "malformed frame";
     auto h = proto::FrameHeader::decode(in.data(), &why);

@@ -20,8 +20,14 @@ bool sample_begin(void* stream, bool per_thread, SampleSlot* slot);
 void sample_end(const SampleSlot& slot, void* stream, bool per_thread, KernelRecord* record,
                 bool launched);
 
+// Application thread, at a module load (a slow path): make the events of the current context now,
+// so the first timed launch in it already has them.
+void sample_prepare_current_context();
+
 // Reporter thread: create event pools for contexts seen, fold finished pairs into their records.
 void sample_collect();
+// Timed launches whose events have not been collected yet.
+uint32_t sample_in_flight();
 // A forked child has no events: forget them all.
 void sample_reset_after_fork();
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -20,7 +21,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <spawn.h>
 #include <sstream>
 #include <string>
@@ -33,7 +33,8 @@ extern char** environ;
 
 namespace {
 
-// --- kernels ---------------------------------------------------------------------------------------
+// --- kernels
+// ---------------------------------------------------------------------------------------
 
 // c[i] = a[i] + b[i] for i < n.
 constexpr const char* k_vec_add_ptx = R"(
@@ -161,7 +162,8 @@ constexpr const char* k_unsupported_ptx = R"(
 }
 )";
 
-// --- helpers ------------------------------------------------------------------------------------------
+// --- helpers
+// ------------------------------------------------------------------------------------------
 
 #define CU_OK(call) ASSERT_EQ(CUDA_SUCCESS, (call))
 
@@ -180,7 +182,9 @@ void* libcuda() {
 }
 
 // The address of an exported function of the emulated driver, by ABI name.
-void* exported(const char* name) { return dlsym(libcuda(), name); }
+void* exported(const char* name) {
+  return dlsym(libcuda(), name);
+}
 
 std::filesystem::path scratch_dir() {
   auto dir = std::filesystem::path(HONE_BINARY_DIR) / "tests" / "emu_driver";
@@ -202,10 +206,45 @@ std::string read_file(const std::string& path) {
 }
 
 // Run a command; true if it exits 0.
-bool run(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
+bool run(const std::string& cmd) {
+  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
+}
 
-uint64_t copy_ns_pcie(uint64_t bytes) { return 2000 + (bytes + 24) / 25; }
-uint64_t copy_ns_device(uint64_t bytes) { return 1000 + (bytes + 1499) / 1500; }
+// The identifiers of C source text and where each ends (for the header scans below; std::regex
+// trips GCC 12's -Wmaybe-uninitialized in sanitizer builds).
+struct Word {
+  std::string text;
+  size_t end = 0;
+};
+
+std::vector<Word> words(const std::string& text) {
+  std::vector<Word> out;
+  auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = 0; i < text.size();) {
+    if (!is_word(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && is_word(text[j])) ++j;
+    out.push_back({text.substr(i, j - i), j});
+    i = j;
+  }
+  return out;
+}
+
+// The first character at or after `pos` that is not white space, or '\0'.
+char next_char(const std::string& text, size_t pos) {
+  while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
+  return pos < text.size() ? text[pos] : '\0';
+}
+
+uint64_t copy_ns_pcie(uint64_t bytes) {
+  return 2000 + (bytes + 24) / 25;
+}
+uint64_t copy_ns_device(uint64_t bytes) {
+  return 1000 + (bytes + 1499) / 1500;
+}
 
 float elapsed(CUevent a, CUevent b) {
   float ms = -1;
@@ -218,9 +257,7 @@ class Driver : public ::testing::Test {
 protected:
   static void SetUpTestSuite() { ASSERT_EQ(CUDA_SUCCESS, cuInit(0)); }
 
-  void SetUp() override {
-    CU_OK(cuCtxCreate(&m_ctx, nullptr, 0, 0));
-  }
+  void SetUp() override { CU_OK(cuCtxCreate(&m_ctx, nullptr, 0, 0)); }
 
   void TearDown() override {
     if (m_ctx != nullptr) cuCtxDestroy(m_ctx);
@@ -258,7 +295,8 @@ protected:
     EXPECT_EQ(CUDA_SUCCESS, cuMemcpyHtoD(da, a.data(), n * 4));
     EXPECT_EQ(CUDA_SUCCESS, cuMemcpyHtoD(db, b.data(), n * 4));
     void* args[] = {&da, &db, &dc, &n};
-    EXPECT_EQ(CUDA_SUCCESS, cuLaunchKernel(f, (n + 127) / 128, 1, 1, 128, 1, 1, 0, stream, args, nullptr));
+    EXPECT_EQ(CUDA_SUCCESS,
+              cuLaunchKernel(f, (n + 127) / 128, 1, 1, 128, 1, 1, 0, stream, args, nullptr));
     EXPECT_EQ(CUDA_SUCCESS, cuMemcpyDtoH(c.data(), dc, n * 4));
     cuMemFree(da);
     cuMemFree(db);
@@ -276,7 +314,8 @@ protected:
   CUcontext m_ctx = nullptr;
 };
 
-// --- child processes ------------------------------------------------------------------------------
+// --- child processes
+// ------------------------------------------------------------------------------
 
 struct ChildResult {
   int exit_code = -1;
@@ -297,7 +336,8 @@ ChildResult run_probe(const std::string& probe, const std::vector<std::string>& 
   std::string err_path = (scratch_dir() / ("probe_" + probe + ".stderr")).string();
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
   std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   char* argv[] = {self.data(), nullptr};
   pid_t pid = 0;
@@ -312,7 +352,7 @@ ChildResult run_probe(const std::string& probe, const std::vector<std::string>& 
 }
 
 // What a probe checks. Returns 0, or the line of the first failed check.
-#define PROBE_CHECK(cond)                                                                           \
+#define PROBE_CHECK(cond)                                                                          \
   do {                                                                                             \
     if (!(cond)) return __LINE__;                                                                  \
   } while (0)
@@ -499,7 +539,8 @@ TEST_F(Driver, DeviceAttributes) {
   };
   for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; ++a) {
     int v = -12345;
-    ASSERT_CU(CUDA_SUCCESS, cuDeviceGetAttribute(&v, CUdevice_attribute(a), 0)) << "attribute " << a;
+    ASSERT_CU(CUDA_SUCCESS, cuDeviceGetAttribute(&v, CUdevice_attribute(a), 0))
+        << "attribute " << a;
     EXPECT_NE(-12345, v);
     auto it = expected.find(CUdevice_attribute(a));
     if (it != expected.end()) {
@@ -510,7 +551,8 @@ TEST_F(Driver, DeviceAttributes) {
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuDeviceGetAttribute(&v, CUdevice_attribute(0), 0));
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, 0));
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuDeviceGetAttribute(&v, CUdevice_attribute(-3), 0));
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuDeviceGetAttribute(nullptr, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 0));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuDeviceGetAttribute(nullptr, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 0));
   EXPECT_CU(CUDA_ERROR_INVALID_DEVICE, cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 1));
 }
 
@@ -521,15 +563,18 @@ TEST(DriverErrors, EveryCUresultHasANameAndAString) {
   size_t end = header.find("} CUresult;", begin);
   ASSERT_NE(std::string::npos, begin);
   std::string body = header.substr(begin, end - begin);
-  std::regex enumerator(R"((CUDA_(?:SUCCESS|ERROR_\w+))\s*=\s*(\d+))");
   size_t n = 0;
-  for (std::sregex_iterator it(body.begin(), body.end(), enumerator), e; it != e; ++it) {
-    auto code = CUresult(std::stoi((*it)[2]));
+  std::vector<Word> w = words(body);
+  for (size_t i = 0; i + 1 < w.size(); ++i) {
+    const std::string& id = w[i].text;
+    if (id != "CUDA_SUCCESS" && id.rfind("CUDA_ERROR_", 0) != 0) continue;
+    if (next_char(body, w[i].end) != '=') continue;
+    auto code = CUresult(std::stoi(w[i + 1].text));
     const char* name = nullptr;
     const char* text = nullptr;
-    ASSERT_CU(CUDA_SUCCESS, cuGetErrorName(code, &name)) << (*it)[1];
-    EXPECT_STREQ((*it)[1].str().c_str(), name);
-    ASSERT_CU(CUDA_SUCCESS, cuGetErrorString(code, &text)) << (*it)[1];
+    ASSERT_CU(CUDA_SUCCESS, cuGetErrorName(code, &name)) << id;
+    EXPECT_EQ(id, name);
+    ASSERT_CU(CUDA_SUCCESS, cuGetErrorString(code, &text)) << id;
     EXPECT_GT(std::strlen(text), 0u);
     ++n;
   }
@@ -584,6 +629,10 @@ TEST_F(Driver, CreateMakesCurrentAndValidates) {
   unsigned api = 0;
   CU_OK(cuCtxGetApiVersion(nullptr, &api));
   EXPECT_EQ(3020u, api);
+  CU_OK(cuCtxSynchronize_v2(m_ctx)); // the explicit-context forms
+  CUdevice dev2 = -1;
+  CU_OK(cuCtxGetDevice_v2(&dev2, m_ctx));
+  EXPECT_EQ(0, dev2);
   CU_OK(cuCtxDestroy(c));
   CU_OK(cuCtxGetCurrent(&cur));
   EXPECT_EQ(m_ctx, cur); // destroying the current context popped it
@@ -625,9 +674,7 @@ TEST_F(Driver, PushPopAndSetCurrent) {
 TEST_F(Driver, TheContextStackIsPerThread) {
   CUcontext seen = m_ctx;
   CUresult rc = CUDA_ERROR_UNKNOWN;
-  std::thread([&] {
-    rc = cuCtxGetCurrent(&seen);
-  }).join();
+  std::thread([&] { rc = cuCtxGetCurrent(&seen); }).join();
   CU_OK(rc);
   EXPECT_EQ(nullptr, seen);
 }
@@ -652,7 +699,8 @@ TEST_F(Driver, NoCurrentContextIsInvalidContext) {
   EXPECT_CU(CUDA_ERROR_INVALID_CONTEXT, cuModuleLoadData(&m2, k_vec_add_ptx));
   CUfunction f2 = nullptr;
   EXPECT_CU(CUDA_ERROR_INVALID_CONTEXT, cuModuleGetFunction(&f2, m, "vec_add"));
-  EXPECT_CU(CUDA_ERROR_INVALID_CONTEXT, cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
+  EXPECT_CU(CUDA_ERROR_INVALID_CONTEXT,
+            cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
   EXPECT_CU(CUDA_ERROR_INVALID_CONTEXT, cuModuleUnload(m));
   size_t free_bytes = 0, total = 0;
   EXPECT_CU(CUDA_ERROR_INVALID_CONTEXT, cuMemGetInfo(&free_bytes, &total));
@@ -698,7 +746,8 @@ TEST_F(Driver, DestroyingAContextFreesWhatItOwns) {
   EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuModuleGetFunction(&f2, m, "vec_add"));
   int v = 0;
   EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
-  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
+  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE,
+            cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
   EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuStreamSynchronize(s));
   EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuEventQuery(e));
   EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuModuleUnload(m));
@@ -714,6 +763,10 @@ TEST_F(Driver, PrimaryContextIsRefcountedAndKeepsItsHandle) {
   CU_OK(cuDevicePrimaryCtxSetFlags(0, CU_CTX_SCHED_YIELD));
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuDevicePrimaryCtxSetFlags(0, 0x1000));
   EXPECT_CU(CUDA_ERROR_INVALID_DEVICE, cuDevicePrimaryCtxGetState(1, &flags, &active));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuDevicePrimaryCtxGetState(0, nullptr, &active));
+  CUcontext none = nullptr;
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuDevicePrimaryCtxRetain(nullptr, 0));
+  EXPECT_CU(CUDA_ERROR_INVALID_DEVICE, cuDevicePrimaryCtxRetain(&none, 1));
 
   CUcontext p1 = nullptr, p2 = nullptr;
   CU_OK(cuDevicePrimaryCtxRetain(&p1, 0));
@@ -830,7 +883,8 @@ TEST_F(Driver, PinnedHostMemory) {
   EXPECT_EQ(CUdeviceptr(h) + 100, d);
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuMemHostGetDevicePointer(&d, h, 1));
   CUdeviceptr dev = alloc(64);
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuMemHostGetDevicePointer(&d, reinterpret_cast<void*>(dev), 0));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuMemHostGetDevicePointer(&d, reinterpret_cast<void*>(dev), 0));
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuMemFreeHost(reinterpret_cast<void*>(dev)));
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuMemFree(CUdeviceptr(h)));
 
@@ -938,7 +992,8 @@ TEST_F(Driver, PointerAttributes) {
   void* hp = nullptr;
   CU_OK(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, CUdeviceptr(h)));
   EXPECT_EQ(h, hp);
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, d));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, d));
   void* start = nullptr;
   CU_OK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, d + 99));
   EXPECT_EQ(reinterpret_cast<void*>(d), start);
@@ -959,7 +1014,8 @@ TEST_F(Driver, PointerAttributes) {
   int local = 0;
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
             cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CUdeviceptr(&local)));
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuPointerGetAttribute(nullptr, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuPointerGetAttribute(nullptr, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d));
 
   // The batch form reports an unknown pointer with NULL defaults instead of failing.
   CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
@@ -991,8 +1047,10 @@ TEST_F(Driver, ModuleLoadDataAndFunctions) {
   EXPECT_CU(CUDA_ERROR_NOT_FOUND, cuModuleGetFunction(&g, m, "nope"));
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuModuleGetFunction(&g, m, nullptr));
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuModuleGetFunction(nullptr, m, "vec_add"));
-  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuModuleGetFunction(&g, reinterpret_cast<CUmodule>(0x1234), "vec_add"));
-  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuModuleGetFunction(&g, reinterpret_cast<CUmodule>(f), "vec_add"));
+  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE,
+            cuModuleGetFunction(&g, reinterpret_cast<CUmodule>(0x1234), "vec_add"));
+  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE,
+            cuModuleGetFunction(&g, reinterpret_cast<CUmodule>(f), "vec_add"));
 
   const char* name = nullptr;
   CU_OK(cuFuncGetName(&name, f));
@@ -1030,7 +1088,8 @@ TEST_F(Driver, ModuleLoadDataAndFunctions) {
   CU_OK(cuModuleUnload(m));
   EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuModuleUnload(m));
   EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuFuncGetName(&name, f));
-  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
+  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE,
+            cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
 }
 
 TEST_F(Driver, BadImages) {
@@ -1038,8 +1097,9 @@ TEST_F(Driver, BadImages) {
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuModuleLoadData(&m, nullptr));
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuModuleLoadData(nullptr, k_vec_add_ptx));
   EXPECT_CU(CUDA_ERROR_INVALID_IMAGE, cuModuleLoadData(&m, "not an image at all"));
-  EXPECT_CU(CUDA_ERROR_INVALID_PTX,
-            cuModuleLoadData(&m, ".version 8.0\n.target sm_90\n.address_size 64\nthis is not ptx;\n"));
+  EXPECT_CU(
+      CUDA_ERROR_INVALID_PTX,
+      cuModuleLoadData(&m, ".version 8.0\n.target sm_90\n.address_size 64\nthis is not ptx;\n"));
 
   // The error log JIT option receives the reason.
   char error_log[512] = {};
@@ -1048,7 +1108,8 @@ TEST_F(Driver, BadImages) {
                             CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
                             CU_JIT_OPTIMIZATION_LEVEL};
   void* values[] = {error_log, reinterpret_cast<void*>(uintptr_t(sizeof error_log)), info_log,
-                    reinterpret_cast<void*>(uintptr_t(sizeof info_log)), reinterpret_cast<void*>(3)};
+                    reinterpret_cast<void*>(uintptr_t(sizeof info_log)),
+                    reinterpret_cast<void*>(3)};
   EXPECT_CU(CUDA_ERROR_INVALID_PTX,
             cuModuleLoadDataEx(&m, ".version 8.0\n.target sm_90\nbogus;\n", 5, options, values));
   EXPECT_GT(std::strlen(error_log), 0u);
@@ -1078,8 +1139,10 @@ TEST_F(Driver, ModuleFromFileAndFatbins) {
   std::string fat_ptx = (dir / "vec_add_ptx.fatbin").string();
   std::string fat_sass = (dir / "vec_add_sass.fatbin").string();
   std::string cubin = (dir / "vec_add.cubin").string();
-  ASSERT_TRUE(run(nvcc + " -fatbin -gencode arch=compute_90,code=compute_90 " + ptx_path + " -o " + fat_ptx));
-  ASSERT_TRUE(run(nvcc + " -fatbin -gencode arch=compute_90,code=sm_90 " + ptx_path + " -o " + fat_sass));
+  ASSERT_TRUE(run(nvcc + " -fatbin -gencode arch=compute_90,code=compute_90 " + ptx_path + " -o " +
+                  fat_ptx));
+  ASSERT_TRUE(
+      run(nvcc + " -fatbin -gencode arch=compute_90,code=sm_90 " + ptx_path + " -o " + fat_sass));
   ASSERT_TRUE(run(ptxas + " -arch=sm_90 " + ptx_path + " -o " + cubin));
 
   std::string image = read_file(fat_ptx);
@@ -1191,7 +1254,8 @@ TEST_F(Driver, LibrariesAndKernels) {
   EXPECT_TRUE(vec_add_ok(vec_add(f, 500)));
   // A CUkernel may be launched (and queried) as a CUfunction.
   EXPECT_TRUE(vec_add_ok(vec_add(reinterpret_cast<CUfunction>(k), 500)));
-  CU_OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, reinterpret_cast<CUfunction>(k)));
+  CU_OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                           reinterpret_cast<CUfunction>(k)));
   EXPECT_EQ(1024, v);
 
   // Another context gets its own module of the same library.
@@ -1201,14 +1265,16 @@ TEST_F(Driver, LibrariesAndKernels) {
   CU_OK(cuKernelGetFunction(&f_other, k));
   EXPECT_NE(f, f_other);
   EXPECT_TRUE(vec_add_ok(vec_add(reinterpret_cast<CUfunction>(k), 100)));
-  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
+  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE,
+            cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
   CU_OK(cuCtxDestroy(other));
 
   CU_OK(cuLibraryUnload(lib));
   EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuLibraryUnload(lib));
   EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuKernelGetFunction(&f, k));
   EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuFuncGetName(&name, f));
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuLibraryLoadData(&lib, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuLibraryLoadData(&lib, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0));
 
   std::string path = write_file("lib_vec_add.ptx", k_vec_add_ptx);
   CU_OK(cuLibraryLoadFromFile(&lib, path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0));
@@ -1217,8 +1283,8 @@ TEST_F(Driver, LibrariesAndKernels) {
   CUdeviceptr g = 0;
   EXPECT_CU(CUDA_ERROR_NOT_FOUND, cuLibraryGetGlobal(&g, nullptr, lib, "counter"));
   CU_OK(cuLibraryUnload(lib));
-  EXPECT_CU(CUDA_ERROR_FILE_NOT_FOUND,
-            cuLibraryLoadFromFile(&lib, "/nonexistent.ptx", nullptr, nullptr, 0, nullptr, nullptr, 0));
+  EXPECT_CU(CUDA_ERROR_FILE_NOT_FOUND, cuLibraryLoadFromFile(&lib, "/nonexistent.ptx", nullptr,
+                                                             nullptr, 0, nullptr, nullptr, 0));
 }
 
 TEST_F(Driver, FunctionAttributes) {
@@ -1247,15 +1313,18 @@ TEST_F(Driver, FunctionAttributes) {
   EXPECT_EQ(227 * 1024, v);
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
             cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 227 * 1024 + 1));
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, -1));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, -1));
   CU_OK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 50));
   CU_OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, f));
   EXPECT_EQ(50, v);
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 101));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 101));
   CU_OK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT, 2));
   CU_OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT, f));
   EXPECT_EQ(2, v);
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NUM_REGS, 32)); // read-only
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NUM_REGS, 32)); // read-only
   CU_OK(cuFuncSetCacheConfig(f, CU_FUNC_CACHE_PREFER_SHARED));
 }
 
@@ -1285,17 +1354,23 @@ TEST_F(Driver, LaunchWithKernelParamsAndWithExtraBuffer) {
   size = sizeof packed;
   CU_OK(cuLaunchKernel(f, 2, 1, 1, 128, 1, 1, 0, nullptr, nullptr, extra));
   size = 20;
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(f, 2, 1, 1, 128, 1, 1, 0, nullptr, nullptr, extra));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuLaunchKernel(f, 2, 1, 1, 128, 1, 1, 0, nullptr, nullptr, extra));
   size = 28;
   void* args[] = {&da, &db, &dc, &n};
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(f, 2, 1, 1, 128, 1, 1, 0, nullptr, args, extra));
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(f, 2, 1, 1, 128, 1, 1, 0, nullptr, nullptr, nullptr));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuLaunchKernel(f, 2, 1, 1, 128, 1, 1, 0, nullptr, args, extra));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuLaunchKernel(f, 2, 1, 1, 128, 1, 1, 0, nullptr, nullptr, nullptr));
   void* missing_size[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_END};
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(f, 2, 1, 1, 128, 1, 1, 0, nullptr, nullptr, missing_size));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuLaunchKernel(f, 2, 1, 1, 128, 1, 1, 0, nullptr, nullptr, missing_size));
   void* bad_key[] = {reinterpret_cast<void*>(7), &packed, CU_LAUNCH_PARAM_END};
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(f, 2, 1, 1, 128, 1, 1, 0, nullptr, nullptr, bad_key));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuLaunchKernel(f, 2, 1, 1, 128, 1, 1, 0, nullptr, nullptr, bad_key));
   void* null_arg[] = {&da, nullptr, &dc, &n};
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(f, 2, 1, 1, 128, 1, 1, 0, nullptr, null_arg, nullptr));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuLaunchKernel(f, 2, 1, 1, 128, 1, 1, 0, nullptr, null_arg, nullptr));
 
   // A kernel without parameters needs neither.
   CUfunction none = function(load(k_misc_ptx), "no_params");
@@ -1316,13 +1391,15 @@ TEST_F(Driver, LaunchShapeAndHandleChecks) {
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, launch(1, 1, 1, 64, 32, 1)); // 2048 threads
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, launch(1, 65536, 1, 1, 1, 1));
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, launch(0x80000000u, 1, 1, 1, 1, 1));
-  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
-  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuLaunchKernel(reinterpret_cast<CUfunction>(0xdead0), 1, 1, 1, 1, 1,
-                                                      1, 0, nullptr, nullptr, nullptr));
+  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE,
+            cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
+  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuLaunchKernel(reinterpret_cast<CUfunction>(0xdead0), 1, 1,
+                                                      1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
   CUstream dead = nullptr;
   CU_OK(cuStreamCreate(&dead, 0));
   CU_OK(cuStreamDestroy(dead));
-  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, dead, nullptr, nullptr));
+  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE,
+            cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, dead, nullptr, nullptr));
 
   // Handles of another context.
   CUcontext other = nullptr;
@@ -1331,8 +1408,10 @@ TEST_F(Driver, LaunchShapeAndHandleChecks) {
   CU_OK(cuStreamCreate(&foreign, 0));
   CUfunction g = function(load(k_misc_ptx), "no_params");
   CU_OK(cuCtxPopCurrent(nullptr));
-  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, foreign, nullptr, nullptr));
-  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuLaunchKernel(g, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
+  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE,
+            cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, foreign, nullptr, nullptr));
+  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE,
+            cuLaunchKernel(g, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
   CU_OK(cuCtxDestroy(other));
 }
 
@@ -1344,10 +1423,12 @@ TEST_F(Driver, DynamicSharedMemoryAndOptIn) {
   std::vector<uint32_t> got(256);
   CU_OK(cuMemcpyDtoH(got.data(), out, 1024));
   for (uint32_t i = 0; i < 256; ++i) ASSERT_EQ(i, got[i]);
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 48 * 1024 + 1, nullptr, args, nullptr));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 48 * 1024 + 1, nullptr, args, nullptr));
   CU_OK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100 * 1024));
   CU_OK(cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 100 * 1024, nullptr, args, nullptr));
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 100 * 1024 + 4, nullptr, args, nullptr));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 100 * 1024 + 4, nullptr, args, nullptr));
 }
 
 TEST_F(Driver, LaunchKernelExAttributes) {
@@ -1438,16 +1519,19 @@ TEST_F(Driver, CooperativeLaunchAndOccupancy) {
   size_t dyn = 0;
   CU_OK(cuOccupancyAvailableDynamicSMemPerBlock(&dyn, f, 1, 128));
   EXPECT_GT(dyn, 0u);
-  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuOccupancyMaxActiveBlocksPerMultiprocessor(nullptr, f, 32, 0));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cuOccupancyMaxActiveBlocksPerMultiprocessor(nullptr, f, 32, 0));
 }
 
 TEST_F(Driver, HostFunctionsRunInStreamOrder) {
   std::vector<int> order;
   CUstream s = nullptr;
   CU_OK(cuStreamCreate(&s, 0));
-  CU_OK(cuLaunchHostFunc(s, [](void* p) { static_cast<std::vector<int>*>(p)->push_back(1); }, &order));
+  CU_OK(cuLaunchHostFunc(
+      s, [](void* p) { static_cast<std::vector<int>*>(p)->push_back(1); }, &order));
   CU_OK(cuStreamAddCallback(
-      s, [](CUstream, CUresult status, void* p) {
+      s,
+      [](CUstream, CUresult status, void* p) {
         static_cast<std::vector<int>*>(p)->push_back(status == CUDA_SUCCESS ? 2 : -2);
       },
       &order, 0));
@@ -1470,7 +1554,8 @@ TEST_F(Driver, AFaultMakesTheContextStickyUntilItIsDestroyed) {
   CU_OK(cuEventCreate(&e, 0));
   CUdeviceptr bad = 0x10;
   void* args[] = {&bad};
-  CU_OK(cuLaunchKernel(store, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr)); // asynchronous, as on a GPU
+  CU_OK(cuLaunchKernel(store, 1, 1, 1, 1, 1, 1, 0, nullptr, args,
+                       nullptr)); // asynchronous, as on a GPU
 
   std::vector<uint8_t> host(64);
   CUdeviceptr p = 0;
@@ -1488,7 +1573,8 @@ TEST_F(Driver, AFaultMakesTheContextStickyUntilItIsDestroyed) {
   EXPECT_CU(CUDA_ERROR_ILLEGAL_ADDRESS, cuEventRecord(e, s));
   EXPECT_CU(CUDA_ERROR_ILLEGAL_ADDRESS, cuEventSynchronize(e));
   EXPECT_CU(CUDA_ERROR_ILLEGAL_ADDRESS, cuModuleLoadData(&m2, k_vec_add_ptx));
-  EXPECT_CU(CUDA_ERROR_ILLEGAL_ADDRESS, cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr));
+  EXPECT_CU(CUDA_ERROR_ILLEGAL_ADDRESS,
+            cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr));
   // Queries that do not touch the device still answer.
   CUcontext cur = nullptr;
   CU_OK(cuCtxGetCurrent(&cur));
@@ -1527,7 +1613,8 @@ TEST_F(Driver, AnUnsupportedInstructionIsReturnedDirectlyAndNotSticky) {
     EXPECT_CU(CUDA_ERROR_NOT_SUPPORTED, load_rc); // refused at load time instead: also fine
   } else {
     CUfunction f = function(m, "needs_ext");
-    EXPECT_CU(CUDA_ERROR_NOT_SUPPORTED, cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
+    EXPECT_CU(CUDA_ERROR_NOT_SUPPORTED,
+              cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
   }
   CU_OK(cuCtxSynchronize());
   EXPECT_TRUE(vec_add_ok(vec_add(function(load(k_vec_add_ptx), "vec_add"), 10)));
@@ -1650,7 +1737,8 @@ TEST_F(Driver, TheLegacyStreamSynchronizesWithBlockingStreamsOnly) {
   CU_OK(cuStreamCreate(&blocking, 0));
   CU_OK(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING));
   CU_OK(cuStreamCreate(&later, 0));
-  CUevent start = nullptr, legacy = nullptr, nb = nullptr, nb2 = nullptr, blk = nullptr, waited = nullptr;
+  CUevent start = nullptr, legacy = nullptr, nb = nullptr, nb2 = nullptr, blk = nullptr,
+          waited = nullptr;
   for (CUevent* e : {&start, &legacy, &nb, &nb2, &blk, &waited}) CU_OK(cuEventCreate(e, 0));
   const float copy_ms = float(copy_ns_pcie(bytes) / 1e6);
 
@@ -1722,10 +1810,13 @@ TEST_F(Driver, KernelTimingIsMonotonicAndDeterministic) {
 
 TEST_F(Driver, PerThreadDefaultStreamEntryPoints) {
   void* fn = nullptr;
-  CU_OK(cuGetProcAddress("cuEventRecord", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, nullptr));
+  CU_OK(cuGetProcAddress("cuEventRecord", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                         nullptr));
   auto record_ptsz = reinterpret_cast<CUresult (*)(CUevent, CUstream)>(fn);
-  CU_OK(cuGetProcAddress("cuMemsetD8Async", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, nullptr));
-  auto memset_ptsz = reinterpret_cast<CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream)>(fn);
+  CU_OK(cuGetProcAddress("cuMemsetD8Async", &fn, 13000,
+                         CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, nullptr));
+  auto memset_ptsz =
+      reinterpret_cast<CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream)>(fn);
   CUdeviceptr d = alloc(1 << 20);
   CUevent a = nullptr, b = nullptr, c = nullptr;
   for (CUevent* e : {&a, &b, &c}) CU_OK(cuEventCreate(e, 0));
@@ -1815,6 +1906,9 @@ TEST(DriverProcAddress, MissesAndStubs) {
   EXPECT_EQ(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, status);
   EXPECT_EQ(nullptr, fn);
   EXPECT_CU(CUDA_ERROR_NOT_FOUND, cuGetProcAddress("cuNotADriverFunction", &fn, 13000, 0, nullptr));
+  // Lookups take base names: an ABI name is not one.
+  EXPECT_CU(CUDA_ERROR_NOT_FOUND, cuGetProcAddress("cuMemAlloc_v2", &fn, 13000, 0, &status));
+  EXPECT_EQ(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, status);
   EXPECT_CU(CUDA_ERROR_NOT_FOUND, cuGetProcAddress("cuCtxCreate", &fn, 1000, 0, &status));
   EXPECT_EQ(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, status);
   EXPECT_CU(CUDA_ERROR_NOT_FOUND, cuGetProcAddress("cuLaunchKernelEx", &fn, 11000, 0, &status));
@@ -1828,12 +1922,14 @@ TEST(DriverProcAddress, MissesAndStubs) {
   CU_OK(cuGetProcAddress("cuGraphCreate", &fn, 13000, 0, &status));
   ASSERT_NE(nullptr, fn);
   CUgraph graph = nullptr;
-  EXPECT_CU(CUDA_ERROR_NOT_SUPPORTED, reinterpret_cast<CUresult (*)(CUgraph*, unsigned)>(fn)(&graph, 0));
+  EXPECT_CU(CUDA_ERROR_NOT_SUPPORTED,
+            reinterpret_cast<CUresult (*)(CUgraph*, unsigned)>(fn)(&graph, 0));
   EXPECT_EQ(exported("cuGraphCreate"), fn);
   // The legacy 32-bit-pointer variants are stubs too.
   CU_OK(cuGetProcAddress("cuMemAlloc", &fn, 2000, 0, &status));
   unsigned small = 0;
-  EXPECT_CU(CUDA_ERROR_NOT_SUPPORTED, reinterpret_cast<CUresult (*)(unsigned*, unsigned)>(fn)(&small, 16));
+  EXPECT_CU(CUDA_ERROR_NOT_SUPPORTED,
+            reinterpret_cast<CUresult (*)(unsigned*, unsigned)>(fn)(&small, 16));
 
   // The v1 entry point (no symbolStatus) answers the same.
   using V1 = CUresult (*)(const char*, void**, int, cuuint64_t);
@@ -1849,11 +1945,19 @@ TEST(DriverProcAddress, MissesAndStubs) {
 TEST(DriverProcAddress, EveryTypedefResolvesAndEveryFunctionIsExported) {
   ASSERT_EQ(CUDA_SUCCESS, cuInit(0));
   std::string typedefs = read_file(std::string(HONE_CUDA_INCLUDE) + "/cudaTypedefs.h");
-  std::regex pfn(R"(PFN_(cu\w+?)_v(\d+)(_ptds|_ptsz)?\))");
   std::map<std::string, int> newest;
-  for (std::sregex_iterator it(typedefs.begin(), typedefs.end(), pfn), e; it != e; ++it) {
-    int& v = newest[(*it)[1]];
-    v = std::max(v, std::stoi((*it)[2]));
+  for (const Word& w : words(typedefs)) {
+    // PFN_<base>_v<version>[_ptds|_ptsz], the name of a function pointer type: followed by ')'.
+    if (w.text.rfind("PFN_cu", 0) != 0 || next_char(typedefs, w.end) != ')') continue;
+    std::string name = w.text.substr(4);
+    for (const char* suffix : {"_ptds", "_ptsz"}) {
+      if (name.size() > 5 && name.compare(name.size() - 5, 5, suffix) == 0)
+        name.resize(name.size() - 5);
+    }
+    size_t v = name.rfind("_v");
+    ASSERT_NE(std::string::npos, v) << w.text;
+    int& newest_version = newest[name.substr(0, v)];
+    newest_version = std::max(newest_version, std::stoi(name.substr(v + 2)));
   }
   EXPECT_GT(newest.size(), 400u);
   for (const auto& [base, version] : newest) {
@@ -1862,10 +1966,12 @@ TEST(DriverProcAddress, EveryTypedefResolvesAndEveryFunctionIsExported) {
     EXPECT_NE(nullptr, fn) << base;
   }
   std::string header = read_file(std::string(HONE_CUDA_INCLUDE) + "/cuda.h");
-  std::regex decl(R"(CUresult\s+CUDAAPI\s+(cu\w+)\s*\()");
   size_t n = 0;
-  for (std::sregex_iterator it(header.begin(), header.end(), decl), e; it != e; ++it) {
-    EXPECT_NE(nullptr, exported((*it)[1].str().c_str())) << (*it)[1];
+  std::vector<Word> w = words(header);
+  for (size_t i = 0; i + 2 < w.size(); ++i) {
+    if (w[i].text != "CUresult" || w[i + 1].text != "CUDAAPI") continue;
+    if (w[i + 2].text.rfind("cu", 0) != 0 || next_char(header, w[i + 2].end) != '(') continue;
+    EXPECT_NE(nullptr, exported(w[i + 2].text.c_str())) << w[i + 2].text;
     ++n;
   }
   EXPECT_GT(n, 400u);

@@ -1,0 +1,963 @@
+// Loading and validating honed's configuration.
+//
+// Every key is one entry of k_keys below: its section, name, type, range, documentation and
+// environment variables. Reading the file, reading the environment, the error messages,
+// environment_keys() and the documented hone.toml are all driven by that table, so adding a key is
+// adding its field to config.hpp and one entry here (then regenerating config/hone.toml, which
+// config_test compares with documented_toml()).
+#include "config/config.hpp"
+
+#include "common/protocol.hpp"
+
+// Header-only: Debian 12's libtomlplusplus3 is built with exceptions only (its noex entry points
+// do not link), and one translation unit is all that parses TOML, so the header-only build costs
+// one compile and spares honed a run-time library.
+#define TOML_HEADER_ONLY 1
+#define TOML_EXCEPTIONS 0
+#if __has_include(<toml++/toml.hpp>)
+#include <toml++/toml.hpp>
+#else
+#include <toml++/toml.h>
+#endif
+#if TOML_LIB_MAJOR < 3
+#error "hone needs toml++ 3 or later (Debian: libtomlplusplus-dev)"
+#endif
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sstream>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <variant>
+
+extern char** environ;
+
+namespace hone::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A unix socket address holds 108 bytes including the terminating NUL.
+constexpr size_t k_max_socket_path = sizeof(sockaddr_un{}.sun_path) - 1;
+// A configuration file larger than this is not one.
+constexpr size_t k_max_file_bytes = 1u << 20;
+// Quoted values in messages are cut to this many bytes.
+constexpr size_t k_max_quoted = 160;
+
+enum class Kind : uint8_t {
+  integer, // uint32_t in [min, max]
+  mode,    // uint32_t permission bits, written as a string of octal digits ("0660")
+  string,  // std::string accepted by `check`
+  path,    // std::filesystem::path accepted by `check`
+  id_list, // std::vector<uint32_t>, each in [min, max]; in the environment, comma-separated
+};
+
+using StringField = std::string& (*)(Config&);
+using PathField = fs::path& (*)(Config&);
+using U32Field = uint32_t& (*)(Config&);
+using ListField = std::vector<uint32_t>& (*)(Config&);
+using Field = std::variant<StringField, PathField, U32Field, ListField>;
+
+// True when a string value is acceptable; may say why not in `note` (shown after the value).
+using Check = bool (*)(std::string_view value, std::string& note);
+
+// One configuration key: all that the loader, the error messages and hone.toml need to know.
+struct Key {
+  std::string_view section; // "server"; a nested section is dotted: "agent.llm"
+  std::string_view name;    // "max_connections"
+  Kind kind;
+  Field field;
+  uint64_t min = 0; // integer, id_list
+  uint64_t max = 0;
+  Check check = nullptr;     // string, path
+  std::string_view expect{}; // string, path: what is accepted, after "must be"
+  std::string_view why{};    // appended to the expectation in errors: the reason for a limit
+  std::string_view alias{};  // a short environment variable that also sets it ("HONE_SOCKET")
+  std::string_view doc{};    // the comment above the key in hone.toml, lines split by '\n'
+};
+
+struct Section {
+  std::string_view name;
+  std::string_view doc;
+};
+
+// The reference to a field of Config, as a plain function pointer the table can hold.
+#define HONE_FIELD(member) (+[](Config& c) -> decltype(auto) { return (c.member); })
+
+bool check_socket(std::string_view v, std::string& note) {
+  if (v.empty() || v.front() != '/') return false;
+  if (v.size() > k_max_socket_path) {
+    note = std::to_string(v.size()) + " bytes";
+    return false;
+  }
+  return true;
+}
+
+bool check_absolute(std::string_view v, std::string&) {
+  return !v.empty() && v.front() == '/';
+}
+
+bool check_group(std::string_view v, std::string&) {
+  if (v.empty()) return true;
+  if (v.size() > 32) return false;
+  bool digits = v.find_first_not_of("0123456789") == std::string_view::npos;
+  if (digits) return true;
+  auto head = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  if (!head(v.front())) return false;
+  for (char c : v.substr(1)) {
+    if (!head(c) && !(c >= '0' && c <= '9') && c != '-' && c != '.') return false;
+  }
+  return true;
+}
+
+bool check_driver(std::string_view v, std::string&) {
+  if (v.empty()) return false;
+  return v.find('/') == std::string_view::npos || v.front() == '/';
+}
+
+constexpr std::string_view k_levels[] = {"trace", "debug", "info", "warn", "error", "off"};
+
+bool check_level(std::string_view v, std::string&) {
+  for (auto l : k_levels) {
+    if (v == l) return true;
+  }
+  return false;
+}
+
+// "" (off), "127.x.y.z:port" or "[::1]:port".
+bool check_listen(std::string_view v, std::string& note) {
+  if (v.empty()) return true;
+  auto colon = v.rfind(':');
+  if (colon == std::string_view::npos) {
+    note = "no port";
+    return false;
+  }
+  std::string host(v.substr(0, colon));
+  std::string_view port = v.substr(colon + 1);
+  unsigned p = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p == 0 ||
+      p > 65535) {
+    note = "the port must be 1 to 65535";
+    return false;
+  }
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    in6_addr a6{};
+    if (::inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &a6) != 1) {
+      note = "not an IPv6 address";
+      return false;
+    }
+    if (!IN6_IS_ADDR_LOOPBACK(&a6)) {
+      note = "not the loopback address";
+      return false;
+    }
+    return true;
+  }
+  in_addr a4{};
+  if (::inet_pton(AF_INET, host.c_str(), &a4) != 1) {
+    in6_addr a6{};
+    note = ::inet_pton(AF_INET6, host.c_str(), &a6) == 1
+               ? "write an IPv6 address in brackets"
+               : "not an IP address; host names are not resolved";
+    return false;
+  }
+  if ((ntohl(a4.s_addr) >> 24) != 127) {
+    note = "not a loopback address";
+    return false;
+  }
+  return true;
+}
+
+constexpr Section k_sections[] = {
+    {"server",
+     "The unix socket that shims (libhone.so) and honectl connect to, and its limits.\n"
+     "Who may connect: the socket file's mode and group decide who can open it; then honed\n"
+     "checks each peer's credentials against allowed_uids and allowed_gids (root and\n"
+     "honed's own user always pass)."},
+    {"store", "Where honed keeps what it learns: kernels, verified variants and their evidence."},
+    {"worker",
+     "The worker processes that compile, validate and benchmark on the GPU (one per GPU)."},
+    {"log", "Messages on standard error (the journal under systemd)."},
+    {"metrics", "Prometheus metrics. `honectl status` shows the same figures over the socket."},
+};
+
+// clang-format off
+const Key k_keys[] = {
+    {.section = "server", .name = "socket", .kind = Kind::string,
+     .field = HONE_FIELD(server.socket),
+     .check = check_socket,
+     .expect = "an absolute path of at most 107 bytes",
+     .why = "(the size of a unix socket address)",
+     .alias = "HONE_SOCKET",
+     .doc = "The unix socket honed listens on. Shims and honectl find it through $HONE_SOCKET\n"
+            "(the same default), so a different path must be given to them too. Changed only\n"
+            "by a restart. systemd creates /run/hone for honed (RuntimeDirectory=hone)."},
+    {.section = "server", .name = "socket_mode", .kind = Kind::mode,
+     .field = HONE_FIELD(server.socket_mode),
+     .doc = "Permissions of the socket file, as a string of octal digits (0660: honed and the\n"
+            "socket's group). A process needs write permission on it to connect: give the\n"
+            "users of GPU services the socket's group rather than making it world-writable."},
+    {.section = "server", .name = "socket_group", .kind = Kind::string,
+     .field = HONE_FIELD(server.socket_group),
+     .check = check_group,
+     .expect = "empty or a group name or number",
+     .doc = "Group that owns the socket file; empty: honed's own group (hone under systemd)."},
+    {.section = "server", .name = "allowed_uids", .kind = Kind::id_list,
+     .field = HONE_FIELD(server.allowed_uids),
+     .min = 0, .max = 4294967294,
+     .doc = "Besides root and honed's own user, the user ids whose processes may use honed,\n"
+            "checked with the peer credentials of each connection (SO_PEERCRED). List the\n"
+            "users your GPU services run as, e.g. [1001, 1002]. In the environment:\n"
+            "comma-separated, \"1001,1002\"."},
+    {.section = "server", .name = "allowed_gids", .kind = Kind::id_list,
+     .field = HONE_FIELD(server.allowed_gids),
+     .min = 0, .max = 4294967294,
+     .doc = "Processes whose primary group id is one of these may use honed too."},
+    {.section = "server", .name = "max_connections", .kind = Kind::integer,
+     .field = HONE_FIELD(server.max_connections),
+     .min = 1, .max = 1000000,
+     .doc = "Connections served at once (one per attached process, plus honectl); more are\n"
+            "refused with an error. hone.service allows honed 65536 open files (LimitNOFILE)."},
+    {.section = "server", .name = "max_frame_bytes", .kind = Kind::integer,
+     .field = HONE_FIELD(server.max_frame_bytes),
+     .min = 64u << 10, .max = proto::k_max_payload,
+     .why = "(4 MiB is the protocol's largest frame)",
+     .doc = "Largest message accepted from a peer, in bytes; a larger one closes the\n"
+            "connection. Images and captures do not count: they travel as file descriptors."},
+    {.section = "server", .name = "max_queued_bytes", .kind = Kind::integer,
+     .field = HONE_FIELD(server.max_queued_bytes),
+     .min = 64u << 10, .max = 1u << 30,
+     .doc = "Output queued for one peer that does not read, in bytes, before honed drops it.\n"
+            "At least max_frame_bytes."},
+    {.section = "server", .name = "handshake_timeout_ms", .kind = Kind::integer,
+     .field = HONE_FIELD(server.handshake_timeout_ms),
+     .min = 100, .max = 300000,
+     .doc = "A connection that has not said hello within this many milliseconds is closed."},
+    {.section = "server", .name = "report_interval_ms", .kind = Kind::integer,
+     .field = HONE_FIELD(server.report_interval_ms),
+     .min = 100, .max = 3600000,
+     .doc = "How often shims report their launch counters, in milliseconds (a shim's own\n"
+            "HONE_REPORT_MS wins)."},
+    {.section = "store", .name = "state_dir", .kind = Kind::path,
+     .field = HONE_FIELD(store.state_dir),
+     .check = check_absolute,
+     .expect = "an absolute path",
+     .alias = "HONE_STATE_DIR",
+     .doc = "Directory of the store (RocksDB). Changed only by a restart. systemd creates\n"
+            "/var/lib/hone for honed (StateDirectory=hone); another directory must be made\n"
+            "writable for the service with ReadWritePaths= in a drop-in (ProtectSystem=strict)."},
+    {.section = "worker", .name = "driver", .kind = Kind::string,
+     .field = HONE_FIELD(worker.driver),
+     .check = check_driver,
+     .expect = "a library name such as \"libcuda.so.1\" or an absolute path",
+     .doc = "The CUDA driver library workers load: a name the dynamic loader looks up, or an\n"
+            "absolute path (e.g. the emulated device's build/lib/emu/libcuda.so.1)."},
+    {.section = "log", .name = "level", .kind = Kind::string,
+     .field = HONE_FIELD(log.level),
+     .check = check_level,
+     .expect = "one of trace, debug, info, warn, error, off",
+     .doc = "Least severe message logged: trace, debug, info, warn, error or off."},
+    {.section = "metrics", .name = "listen", .kind = Kind::string,
+     .field = HONE_FIELD(metrics.listen),
+     .check = check_listen,
+     .expect = "empty (off) or a loopback address and port such as \"127.0.0.1:9464\" or "
+               "\"[::1]:9464\"",
+     .why = "(only 127.0.0.0/8 and ::1: /metrics has no authentication and names the processes "
+            "and kernels on this host; scrape it locally or through an authenticating proxy)",
+     .doc = "Address and port to serve /metrics on over HTTP, loopback only (127.0.0.0/8 or\n"
+            "[::1]): it has no authentication. Empty: not served."},
+};
+// clang-format on
+#undef HONE_FIELD
+
+std::string qualified(const Key& k) {
+  return std::string(k.section) + "." + std::string(k.name);
+}
+
+std::string upper_env(std::string_view s) {
+  std::string out;
+  for (char c : s) out += c == '.' ? '_' : char(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+  return out;
+}
+
+std::string env_prefix(std::string_view section) {
+  return "HONE_" + upper_env(section) + "_";
+}
+
+std::string env_name(const Key& k) {
+  return env_prefix(k.section) + upper_env(k.name);
+}
+
+bool is_section(std::string_view name) {
+  for (const auto& s : k_sections) {
+    if (s.name == name) return true;
+  }
+  return false;
+}
+
+// A table that only holds sections ("agent" when only [agent.llm] were a section).
+bool is_namespace(std::string_view name) {
+  for (const auto& s : k_sections) {
+    if (s.name.size() > name.size() && s.name.substr(0, name.size()) == name &&
+        s.name[name.size()] == '.') {
+      return true;
+    }
+  }
+  return false;
+}
+
+const Key* find_key(std::string_view section, std::string_view name) {
+  for (const auto& k : k_keys) {
+    if (k.section == section && k.name == name) return &k;
+  }
+  return nullptr;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The candidate closest to `name`, when it is close enough to be a typo.
+std::string_view closest(std::string_view name, const std::vector<std::string_view>& candidates) {
+  std::string_view best;
+  size_t best_d = std::max<size_t>(2, name.size() / 4) + 1;
+  for (auto c : candidates) {
+    size_t d = edit_distance(name, c);
+    if (d < best_d) {
+      best = c;
+      best_d = d;
+    }
+  }
+  return best;
+}
+
+std::string join(const std::vector<std::string_view>& items) {
+  std::string out;
+  for (auto i : items) out += (out.empty() ? "" : ", ") + std::string(i);
+  return out;
+}
+
+std::vector<std::string_view> section_names() {
+  std::vector<std::string_view> out;
+  for (const auto& s : k_sections) out.push_back(s.name);
+  return out;
+}
+
+std::vector<std::string_view> key_names(std::string_view section) {
+  std::vector<std::string_view> out;
+  for (const auto& k : k_keys) {
+    if (k.section == section) out.push_back(k.name);
+  }
+  return out;
+}
+
+// A value from a file or the environment, quoted for a message: escaped and cut short.
+std::string shown(std::string_view s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i == k_max_quoted) {
+      out += "...";
+      break;
+    }
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
+// A TOML basic string holding `s` exactly.
+std::string toml_string(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string octal(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%04llo", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// What a TOML value is, for "got ..." in a message.
+std::string describe(const toml::node& n) {
+  switch (n.type()) {
+  case toml::node_type::string:
+    return shown(n.as_string()->get());
+  case toml::node_type::integer: {
+    const auto* i = n.as_integer();
+    if (!!(i->flags() & toml::value_flags::format_as_octal) && i->get() >= 0)
+      return "0o" + octal(uint64_t(i->get()));
+    return std::to_string(i->get());
+  }
+  case toml::node_type::floating_point: {
+    std::ostringstream o;
+    o << n.as_floating_point()->get();
+    return o.str();
+  }
+  case toml::node_type::boolean:
+    return n.as_boolean()->get() ? "true" : "false";
+  case toml::node_type::array:
+    return "an array";
+  case toml::node_type::table:
+    return "a table";
+  case toml::node_type::date:
+    return "a date";
+  case toml::node_type::time:
+    return "a time";
+  case toml::node_type::date_time:
+    return "a date-time";
+  default:
+    return "a value";
+  }
+}
+
+std::string position(const std::string& file, const toml::source_region& r) {
+  return file + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
+}
+
+enum class Form { toml, text }; // a value from the file, or from the environment or a flag
+
+std::string expectation(const Key& k, Form form, bool element) {
+  std::string e;
+  std::string range = "integers between " + std::to_string(k.min) + " and " + std::to_string(k.max);
+  switch (k.kind) {
+  case Kind::integer:
+    e = "an integer between " + std::to_string(k.min) + " and " + std::to_string(k.max);
+    break;
+  case Kind::mode:
+    e = form == Form::toml ? "a string of octal digits from \"0000\" to \"0777\", such as \"0660\""
+                           : "octal digits from 0000 to 0777, such as 0660";
+    break;
+  case Kind::string:
+  case Kind::path:
+    e = std::string(k.expect);
+    break;
+  case Kind::id_list:
+    if (element) {
+      e = "an integer between " + std::to_string(k.min) + " and " + std::to_string(k.max);
+    } else {
+      e = form == Form::toml ? "an array of " + range : "a comma-separated list of " + range;
+    }
+    break;
+  }
+  if (!k.why.empty()) e += " " + std::string(k.why);
+  return e;
+}
+
+// "WHERE: server.max_connections must be an integer between 1 and 1000000, got "many""
+Error bad_value(const std::string& where, const Key& k, Form form, const std::string& got,
+                const std::string& note = {}, std::string_view element = {}) {
+  std::string msg = where + ": " + qualified(k) + std::string(element) + " must be " +
+                    expectation(k, form, !element.empty()) + ", got " + got;
+  if (!note.empty()) msg += " (" + note + ")";
+  return make_error(std::move(msg));
+}
+
+std::optional<uint64_t> parse_decimal(std::string_view s) {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::optional<uint32_t> parse_mode(std::string_view s) {
+  if (s.empty() || s.size() > 4 || s.find_first_not_of("01234567") != std::string_view::npos)
+    return std::nullopt;
+  uint32_t v = 0;
+  for (char c : s) v = v * 8 + uint32_t(c - '0');
+  if (v > 0777) return std::nullopt;
+  return v;
+}
+
+// Which layer set each key, for messages that involve two keys.
+using Origins = std::map<const Key*, std::string>;
+
+Result<void> assign_string(const Key& k, std::string value, Form form, const std::string& where,
+                           Config& c) {
+  std::string note;
+  if (value.find('\0') != std::string::npos) {
+    return bad_value(where, k, form, shown(value), "it contains a NUL byte");
+  }
+  if (k.check && !k.check(value, note)) return bad_value(where, k, form, shown(value), note);
+  if (auto* f = std::get_if<StringField>(&k.field)) {
+    (*f)(c) = std::move(value);
+  } else {
+    (*std::get<PathField>(k.field))(c) = fs::path(std::move(value));
+  }
+  return ok();
+}
+
+// Set `k` from a TOML value at `file`.
+Result<void> set_from_node(const Key& k, const toml::node& n, const std::string& file, Config& c,
+                           Origins& origins) {
+  std::string where = position(file, n.source());
+  origins[&k] = where;
+  switch (k.kind) {
+  case Kind::integer: {
+    const auto* i = n.as_integer();
+    if (!i || i->get() < 0 || uint64_t(i->get()) < k.min || uint64_t(i->get()) > k.max) {
+      return bad_value(where, k, Form::toml, describe(n));
+    }
+    (*std::get<U32Field>(k.field))(c) = uint32_t(i->get());
+    return ok();
+  }
+  case Kind::mode: {
+    std::optional<uint32_t> mode;
+    std::string note;
+    if (const auto* s = n.as_string()) {
+      mode = parse_mode(s->get());
+    } else if (const auto* i = n.as_integer()) {
+      // 0o660 says what it means; a decimal 660 is the classic mistake (it is 01224).
+      if (!!(i->flags() & toml::value_flags::format_as_octal) && i->get() >= 0 &&
+          i->get() <= 0777) {
+        mode = uint32_t(i->get());
+      } else if (!(i->flags() & toml::value_flags::format_as_octal)) {
+        note = "a decimal number: quote the octal digits";
+      }
+    }
+    if (!mode) return bad_value(where, k, Form::toml, describe(n), note);
+    (*std::get<U32Field>(k.field))(c) = *mode;
+    return ok();
+  }
+  case Kind::string:
+  case Kind::path: {
+    const auto* s = n.as_string();
+    if (!s) return bad_value(where, k, Form::toml, describe(n));
+    return assign_string(k, s->get(), Form::toml, where, c);
+  }
+  case Kind::id_list: {
+    const auto* a = n.as_array();
+    if (!a) return bad_value(where, k, Form::toml, describe(n));
+    std::vector<uint32_t> ids;
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::node& e = *a->get(i);
+      const auto* v = e.as_integer();
+      if (!v || v->get() < 0 || uint64_t(v->get()) < k.min || uint64_t(v->get()) > k.max) {
+        return bad_value(position(file, e.source()), k, Form::toml, describe(e), {},
+                         "[" + std::to_string(i) + "]");
+      }
+      ids.push_back(uint32_t(v->get()));
+    }
+    (*std::get<ListField>(k.field))(c) = std::move(ids);
+    return ok();
+  }
+  }
+  return ok();
+}
+
+// Set `k` from an environment variable or a flag; `where` names it.
+Result<void> set_from_text(const Key& k, std::string_view text, const std::string& where, Config& c,
+                           Origins& origins) {
+  origins[&k] = where;
+  switch (k.kind) {
+  case Kind::integer: {
+    auto v = parse_decimal(text);
+    if (!v || *v < k.min || *v > k.max) return bad_value(where, k, Form::text, shown(text));
+    (*std::get<U32Field>(k.field))(c) = uint32_t(*v);
+    return ok();
+  }
+  case Kind::mode: {
+    auto v = parse_mode(text);
+    if (!v) return bad_value(where, k, Form::text, shown(text));
+    (*std::get<U32Field>(k.field))(c) = *v;
+    return ok();
+  }
+  case Kind::string:
+  case Kind::path:
+    return assign_string(k, std::string(text), Form::text, where, c);
+  case Kind::id_list: {
+    std::vector<uint32_t> ids;
+    size_t start = 0;
+    while (start <= text.size()) {
+      size_t comma = text.find(',', start);
+      std::string_view item = text.substr(
+          start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+      auto v = parse_decimal(item);
+      if (!v || *v < k.min || *v > k.max) return bad_value(where, k, Form::text, shown(text));
+      ids.push_back(uint32_t(*v));
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    (*std::get<ListField>(k.field))(c) = std::move(ids);
+    return ok();
+  }
+  }
+  return ok();
+}
+
+// What a table entry that is neither a known key nor a known section is, in words.
+Error unknown_entry(const std::string& at, const std::string& prefix, const std::string& name,
+                    bool is_table) {
+  std::string msg = at;
+  if (is_section(prefix) && !is_table) {
+    auto known = key_names(prefix);
+    msg += ": unknown key '" + name + "' in [" + prefix + "]";
+    if (auto guess = closest(name, known); !guess.empty()) {
+      msg += " (did you mean '" + std::string(guess) + "'?)";
+    }
+    msg += "; known keys: " + join(known);
+    return make_error(std::move(msg));
+  }
+  if (prefix.empty() && !is_table) {
+    msg += ": key '" + name + "' is outside any section";
+    for (const auto& k : k_keys) {
+      if (k.name == name) {
+        msg += " (it belongs in [" + std::string(k.section) + "])";
+        break;
+      }
+    }
+    msg += "; sections: " + join(section_names());
+    return make_error(std::move(msg));
+  }
+  std::string full = prefix.empty() ? name : prefix + "." + name;
+  std::vector<std::string_view> names = section_names();
+  msg += ": unknown section [" + full + "]";
+  if (auto guess = closest(full, names); !guess.empty()) {
+    msg += " (did you mean [" + std::string(guess) + "]?)";
+  }
+  msg += "; known sections: " + join(names);
+  return make_error(std::move(msg));
+}
+
+// Apply the keys of `table`, the table named `prefix` ("" at the top, "server", "agent.llm").
+Result<void> apply_table(const toml::table& table, const std::string& prefix,
+                         const std::string& file, Config& c, Origins& origins) {
+  const bool has_keys = is_section(prefix);
+  for (auto&& [key, value] : table) {
+    std::string name(key.str());
+    if (has_keys) {
+      if (const Key* k = find_key(prefix, name)) {
+        if (auto r = set_from_node(*k, value, file, c, origins); !r) return r;
+        continue;
+      }
+    }
+    std::string full = prefix.empty() ? name : prefix;
+    if (!prefix.empty()) full.append(".").append(name);
+    if (!is_section(full) && !is_namespace(full)) {
+      return unknown_entry(position(file, key.source()), prefix, name, value.is_table());
+    }
+    const auto* sub = value.as_table();
+    if (!sub) {
+      std::string msg = position(file, key.source());
+      msg.append(": [").append(full).append("] must be a table of keys, got ");
+      return make_error(msg.append(describe(value)));
+    }
+    if (auto r = apply_table(*sub, full, file, c, origins); !r) return r;
+  }
+  return ok();
+}
+
+// The file's values over the defaults; no checks that involve several keys yet.
+Result<Config> parse_layer(std::string_view text, const std::string& name, Origins& origins) {
+  Config c;
+  c.source = name;
+  toml::parse_result parsed = toml::parse(text, std::string_view(name));
+  if (!parsed) {
+    const auto& e = parsed.error();
+    return make_error(position(name, e.source()) +
+                      ": not valid TOML: " + std::string(e.description()));
+  }
+  if (auto r = apply_table(parsed.table(), "", name, c, origins); !r) return r.error();
+  return c;
+}
+
+// A HONE_* variable in a section's namespace that names no key can only be a typo. Other parts
+// of hone read HONE_* variables of their own (the shim's HONE_LOG, the emulated device's
+// HONE_EMU_*): those are outside every section's namespace and ignored.
+Result<void> check_unknown_variable(const std::string& name) {
+  const auto& known = environment_keys();
+  for (const auto& [var, key] : known) {
+    if (var == name) return ok();
+  }
+  for (const auto& s : k_sections) {
+    std::string prefix = env_prefix(s.name);
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::vector<std::string_view> vars;
+    for (const auto& [var, key] : known) {
+      if (var.rfind(prefix, 0) == 0) vars.push_back(var);
+    }
+    std::string msg = "environment variable " + name + " is not a hone setting";
+    if (auto guess = closest(name, vars); !guess.empty()) {
+      msg += " (did you mean " + std::string(guess) + "?)";
+    }
+    msg += "; the [" + std::string(s.name) + "] variables are " + join(vars);
+    return make_error(std::move(msg));
+  }
+  return ok();
+}
+
+Error aliases_disagree(const Key& k, const std::string& alias, const std::string& alias_value,
+                       const std::string& var, const std::string& value) {
+  return make_error("environment variables " + alias + "=" + shown(alias_value) + " and " + var +
+                    "=" + shown(value) + " disagree about " + qualified(k) + "; unset one of them");
+}
+
+Result<void> apply_environment(const std::map<std::string, std::string>& env, Config& c,
+                               Origins& origins) {
+  for (const auto& [name, value] : env) {
+    if (name.rfind("HONE_", 0) != 0) continue;
+    if (auto r = check_unknown_variable(name); !r) return r;
+  }
+  // An empty variable counts as unset, as the shim reads HONE_SOCKET.
+  auto lookup = [&](const std::string& var) -> const std::string* {
+    auto it = env.find(var);
+    return it == env.end() || it->second.empty() ? nullptr : &it->second;
+  };
+  for (const auto& k : k_keys) {
+    std::string var = env_name(k);
+    const std::string* value = lookup(var);
+    if (!k.alias.empty()) {
+      std::string alias(k.alias);
+      const std::string* short_value = lookup(alias);
+      if (value && short_value && *value != *short_value) {
+        return aliases_disagree(k, alias, *short_value, var, *value);
+      }
+      if (!value && short_value) {
+        value = short_value;
+        var = alias;
+      }
+    }
+    if (value) {
+      var.insert(0, "environment variable ");
+      if (auto r = set_from_text(k, *value, var, c, origins); !r) return r;
+    }
+  }
+  return ok();
+}
+
+Result<void> apply_overrides(const Overrides& o, Config& c, Origins& origins) {
+  auto apply = [&](const std::optional<std::string>& value, std::string_view section,
+                   std::string_view name, const char* flag) -> Result<void> {
+    if (!value) return ok();
+    return set_from_text(*find_key(section, name), *value, std::string("option ") + flag, c,
+                         origins);
+  };
+  if (auto r = apply(o.socket, "server", "socket", "--socket"); !r) return r;
+  std::optional<std::string> state_dir;
+  if (o.state_dir) state_dir = o.state_dir->string();
+  if (auto r = apply(state_dir, "store", "state_dir", "--state-dir"); !r) return r;
+  if (auto r = apply(o.driver, "worker", "driver", "--driver"); !r) return r;
+  if (auto r = apply(o.log_level, "log", "level", "--log-level"); !r) return r;
+  return ok();
+}
+
+// Checks that involve several keys, once every layer is applied.
+Result<void> check_whole(const Config& c, const Origins& origins) {
+  auto origin = [&](std::string_view section, std::string_view name) {
+    auto it = origins.find(find_key(section, name));
+    return it == origins.end() ? std::string("the default") : "from " + it->second;
+  };
+  if (c.server.max_queued_bytes < c.server.max_frame_bytes) {
+    auto it = origins.find(find_key("server", "max_queued_bytes"));
+    std::string where = it == origins.end() ? std::string("defaults") : it->second;
+    return make_error(
+        where + ": server.max_queued_bytes must be at least server.max_frame_bytes (" +
+        std::to_string(c.server.max_frame_bytes) + ", " + origin("server", "max_frame_bytes") +
+        ") so that one whole frame can wait for a slow peer, got " +
+        std::to_string(c.server.max_queued_bytes));
+  }
+  return ok();
+}
+
+Result<std::string> read_file(const fs::path& path, bool& missing) {
+  missing = false;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    int e = errno;
+    missing = e == ENOENT;
+    return make_error("cannot read " + path.string() + ": " + std::strerror(e));
+  }
+  struct stat st {};
+  std::string text;
+  std::string problem;
+  if (::fstat(fd, &st) != 0) {
+    problem = std::strerror(errno);
+  } else if (S_ISDIR(st.st_mode)) {
+    problem = "it is a directory";
+  } else if (!S_ISREG(st.st_mode)) {
+    problem = "it is not a regular file";
+  } else if (uint64_t(st.st_size) > k_max_file_bytes) {
+    problem = "it is larger than 1 MiB, which no configuration is";
+  } else {
+    char buf[16384];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        problem = std::strerror(errno);
+        break;
+      }
+      if (n == 0) break;
+      text.append(buf, size_t(n));
+      if (text.size() > k_max_file_bytes) {
+        problem = "it is larger than 1 MiB, which no configuration is";
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  if (!problem.empty()) return make_error("cannot read " + path.string() + ": " + problem);
+  return text;
+}
+
+std::string default_value(const Key& k) {
+  Config d;
+  return std::visit(
+      [&](auto field) -> std::string {
+        const auto& v = field(d);
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return toml_string(v);
+        } else if constexpr (std::is_same_v<T, fs::path>) {
+          return toml_string(v.string());
+        } else if constexpr (std::is_same_v<T, uint32_t>) {
+          return k.kind == Kind::mode ? "\"" + octal(v) + "\"" : std::to_string(v);
+        } else {
+          std::string out = "[";
+          for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+          return out + "]";
+        }
+      },
+      k.field);
+}
+
+void comment(std::string& out, std::string_view text) {
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t nl = text.find('\n', start);
+    std::string_view line =
+        text.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start);
+    out += line.empty() ? "#\n" : "# " + std::string(line) + "\n";
+    if (nl == std::string_view::npos) break;
+    start = nl + 1;
+  }
+}
+
+} // namespace
+
+Result<Config> parse(std::string_view toml, const std::string& name) {
+  Origins origins;
+  auto c = parse_layer(toml, name, origins);
+  if (!c) return c;
+  if (auto r = check_whole(*c, origins); !r) return r.error();
+  return c;
+}
+
+Result<Config> load(const std::filesystem::path& path, bool optional_file,
+                    const std::map<std::string, std::string>& env, const Overrides& overrides) {
+  Origins origins;
+  Config c;
+  bool missing = false;
+  auto text = read_file(path, missing);
+  if (text) {
+    auto parsed = parse_layer(*text, path.string(), origins);
+    if (!parsed) return parsed;
+    c = std::move(*parsed);
+  } else if (!(missing && optional_file)) {
+    return text.error();
+  }
+  if (auto r = apply_environment(env, c, origins); !r) return r.error();
+  if (auto r = apply_overrides(overrides, c, origins); !r) return r.error();
+  if (auto r = check_whole(c, origins); !r) return r.error();
+  return c;
+}
+
+std::map<std::string, std::string> environment() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view entry(*e);
+    if (entry.rfind("HONE_", 0) != 0) continue;
+    auto eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    out.emplace(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+  }
+  return out;
+}
+
+const std::vector<std::pair<std::string, std::string>>& environment_keys() {
+  static const std::vector<std::pair<std::string, std::string>> keys = [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& k : k_keys) out.emplace_back(env_name(k), qualified(k));
+    for (const auto& k : k_keys) {
+      if (!k.alias.empty()) out.emplace_back(std::string(k.alias), qualified(k));
+    }
+    return out;
+  }();
+  return keys;
+}
+
+std::string documented_toml() {
+  std::string out;
+  comment(
+      out,
+      "hone.toml: the configuration of honed, the hone daemon.\n"
+      "\n"
+      "Every key is listed with its default value, commented out: a key that is not set keeps\n"
+      "its default, so this file changes nothing until a line is uncommented. honed reads\n"
+      "  1. this file (/etc/hone/hone.toml, or the file given with --config),\n"
+      "  2. then HONE_* environment variables (each key's is named above it),\n"
+      "  3. then the flags --socket, --state-dir, --driver and --log-level;\n"
+      "each overrides the one before. Unknown sections, unknown keys and bad values are errors\n"
+      "that name the file and line: honed does not start, and `systemctl reload hone` keeps the\n"
+      "running configuration. Check a file with: honed --config FILE --check-config\n"
+      "\n"
+      "This file is generated from the key table in config/config.cpp (documented_toml());\n"
+      "config_test fails when the two differ.");
+  for (const auto& s : k_sections) {
+    out += "\n[" + std::string(s.name) + "]\n";
+    comment(out, s.doc);
+    for (const auto& k : k_keys) {
+      if (k.section != s.name) continue;
+      out += "\n";
+      comment(out, k.doc);
+      std::string env = "Environment: " + env_name(k);
+      if (!k.alias.empty()) env += " or " + std::string(k.alias);
+      comment(out, env);
+      out += "#" + std::string(k.name) + " = " + default_value(k) + "\n";
+    }
+  }
+  return out;
+}
+
+} // namespace hone::config

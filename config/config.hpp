@@ -1,0 +1,93 @@
+// honed's configuration: /etc/hone/hone.toml (config/hone.toml documents every key), then HONE_*
+// environment variables, then command-line flags. Unknown keys and bad values are errors that
+// name the key, the file and the line.
+#pragma once
+
+#include "common/result.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace hone::config {
+
+struct ServerConfig {
+  std::string socket = "/run/hone/hone.sock";
+  uint32_t socket_mode = 0660;       // written in the file as a string of octal digits: "0660"
+  std::string socket_group;          // group owning the socket; empty: the daemon's
+  std::vector<uint32_t> allowed_uids; // peers allowed besides root and the daemon's own uid
+  std::vector<uint32_t> allowed_gids; // peers whose primary group is one of these are allowed
+  uint32_t max_connections = 4096;
+  uint32_t max_frame_bytes = 4u << 20;      // at most the protocol's limit
+  uint32_t max_queued_bytes = 8u << 20;     // per connection, output waiting for a slow peer
+  uint32_t handshake_timeout_ms = 5000;
+  uint32_t report_interval_ms = 2000;       // told to shims in hello_ack
+  bool operator==(const ServerConfig&) const = default;
+};
+
+struct StoreConfig {
+  std::filesystem::path state_dir = "/var/lib/hone";
+  bool operator==(const StoreConfig&) const = default;
+};
+
+struct WorkerConfig {
+  std::string driver = "libcuda.so.1"; // the libcuda.so.1 workers load (a path or a soname)
+  bool operator==(const WorkerConfig&) const = default;
+};
+
+struct LogConfig {
+  std::string level = "info"; // trace, debug, info, warn, error, off
+  bool operator==(const LogConfig&) const = default;
+};
+
+struct MetricsConfig {
+  std::string listen; // "127.0.0.1:9464" to serve /metrics over TCP (loopback only); empty: off
+  bool operator==(const MetricsConfig&) const = default;
+};
+
+struct Config {
+  ServerConfig server;
+  StoreConfig store;
+  WorkerConfig worker;
+  LogConfig log;
+  MetricsConfig metrics;
+  std::filesystem::path source; // the file it was read from, empty for defaults only
+  bool operator==(const Config&) const = default;
+};
+
+// Command-line values that override the file and the environment (empty: not given). Errors name
+// them as honed's flags: --socket, --state-dir, --driver, --log-level.
+struct Overrides {
+  std::optional<std::string> socket;
+  std::optional<std::filesystem::path> state_dir;
+  std::optional<std::string> driver;
+  std::optional<std::string> log_level;
+};
+
+constexpr const char* k_default_path = "/etc/hone/hone.toml";
+
+// Load `path` (a missing file is an error unless `optional_file`), apply the HONE_* variables of
+// `env` (name -> value) and then `overrides`, and validate the result.
+Result<Config> load(const std::filesystem::path& path, bool optional_file,
+                    const std::map<std::string, std::string>& env, const Overrides& overrides);
+
+// Parse TOML text directly (tests); `name` labels errors.
+Result<Config> parse(std::string_view toml, const std::string& name);
+
+// The process environment as a map (only HONE_* entries).
+std::map<std::string, std::string> environment();
+
+// The environment variables load() reads, with the key each overrides (for --help and docs):
+// HONE_<SECTION>_<KEY> for every key, then the short aliases (HONE_SOCKET, HONE_STATE_DIR).
+const std::vector<std::pair<std::string, std::string>>& environment_keys();
+
+// The documented default configuration: every key commented out with its default value, its
+// description and its environment variable. config/hone.toml is this text (config_test checks).
+std::string documented_toml();
+
+} // namespace hone::config

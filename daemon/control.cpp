@@ -1,0 +1,336 @@
+// Control requests (honectl) and the status and metrics views.
+//
+// A control frame carries one JSON object {"cmd": "...", ...}; the reply is a control frame with
+// the same seq and {"ok": true, "result": ...} or {"ok": false, "error": "..."}. Files travel as
+// descriptors (export replies with one, import sends one), so honectl reads and writes them with
+// its own permissions.
+#include "daemon/daemon.hpp"
+
+#include "common/version.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace hone::daemon {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* k_status_schema = "hone.status/1";
+
+const char* format_name(proto::ImageFormat f) {
+  switch (f) {
+  case proto::ImageFormat::ptx: return "ptx";
+  case proto::ImageFormat::cubin: return "cubin";
+  case proto::ImageFormat::fatbin: return "fatbin";
+  default: return "unknown";
+  }
+}
+
+json kernel_json(const KernelInfo& k) {
+  const auto& r = k.record;
+  return json{{"key", r.key.str()},
+              {"name", r.key.entry},
+              {"image", r.key.image.hex()},
+              {"format", format_name(r.format)},
+              {"image_size", r.image_size},
+              {"source_known", r.source_known},
+              {"state", r.disabled ? "disabled" : store::to_string(r.state)},
+              {"disabled", r.disabled},
+              {"launches", r.launches},
+              {"est_gpu_ns", r.est_gpu_ns},
+              {"mean_ns", k.mean_ns()},
+              {"sampled", k.sampled},
+              {"processes", k.processes.size()},
+              {"grid", k.grid},
+              {"block", k.block},
+              {"first_seen", r.first_seen},
+              {"last_seen", r.last_seen},
+              {"tried", r.tried}};
+}
+
+json variant_json(const store::VariantRecord& v, bool with_evidence) {
+  json j{{"id", v.id.hex()},
+         {"kernel", v.kernel.str()},
+         {"arch", v.arch},
+         {"driver_major", v.driver_major},
+         {"strategy", v.strategy},
+         {"entry", v.entry},
+         {"state", store::to_string(v.state)},
+         {"speedup", v.speedup},
+         {"noise", v.noise},
+         {"verdict", v.verdict},
+         {"created", v.created},
+         {"image_size", v.image.size()}};
+  if (with_evidence) {
+    json evidence = json::parse(v.evidence_json, nullptr, false);
+    j["evidence"] = evidence.is_discarded() ? json(v.evidence_json) : evidence;
+    j["jit_options"] = v.jit_options;
+    j["guard"] = {{"block", v.guard.block}, {"scalars", v.guard.scalars.size()},
+                  {"no_alias", v.guard.no_alias}};
+  }
+  return j;
+}
+
+json fail(const std::string& why) { return json{{"ok", false}, {"error", why}}; }
+json done(json result) { return json{{"ok", true}, {"result", std::move(result)}}; }
+
+} // namespace
+
+bool Daemon::on_control(Connection& c, const proto::FrameHeader& h, std::string_view payload,
+                        UniqueFd fd) {
+  ++m_counters.control_requests;
+  json request = json::parse(payload, nullptr, false);
+  json reply;
+  UniqueFd reply_fd;
+  if (request.is_discarded() || !request.is_object() || !request.contains("cmd") ||
+      !request["cmd"].is_string()) {
+    reply = fail("a control request is a JSON object with a \"cmd\" string");
+  } else {
+    try {
+      reply = control(request, c, fd, &reply_fd);
+    } catch (const json::exception& e) {
+      reply = fail(std::string("bad request: ") + e.what());
+    }
+  }
+  wire::Writer w;
+  std::string text = reply.dump();
+  w.raw(text.data(), text.size());
+  // The flag is read before the descriptor is moved into send(): the order in which arguments
+  // are evaluated is unspecified (GCC moved it first, and the frame went out without its flag).
+  uint16_t flags = reply_fd ? proto::k_flag_fd : 0;
+  c.send(proto::frame(proto::MsgType::control, h.seq, w, flags), std::move(reply_fd));
+  return true;
+}
+
+json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* reply_fd) {
+  (void)c;
+  const std::string cmd = req["cmd"].get<std::string>();
+  auto target = [&]() -> std::string {
+    if (!req.contains("target") || !req["target"].is_string()) return {};
+    return req["target"].get<std::string>();
+  };
+  if (cmd == "status") {
+    size_t top = req.value("top", size_t(100));
+    return done(status_json(top));
+  }
+  if (cmd == "kernels") {
+    json list = json::array();
+    for (const KernelInfo* k : m_registry.ranked()) list.push_back(kernel_json(*k));
+    return done(json{{"schema", "hone.kernels/1"}, {"kernels", std::move(list)}});
+  }
+  if (cmd == "metrics") return done(json{{"text", metrics_text()}});
+  if (!m_store) return fail("honed runs without a store");
+  if (cmd == "variants") {
+    auto all = m_store->variants();
+    if (!all) return fail(all.error().message);
+    json list = json::array();
+    std::string only = target();
+    for (const auto& v : *all) {
+      if (!only.empty() && v.kernel.str() != only && v.kernel.entry != only) continue;
+      list.push_back(variant_json(v, false));
+    }
+    return done(json{{"schema", "hone.variants/1"}, {"variants", std::move(list)}});
+  }
+  if (cmd == "show" || cmd == "disable" || cmd == "enable" || cmd == "evict") {
+    std::string t = target();
+    if (t.empty()) return fail(cmd + " needs a kernel (name or key) or a variant id");
+    // A variant id is 32 hex digits; anything else names a kernel.
+    if (auto vid = VariantId::from_hex(t)) {
+      auto v = m_store->get_variant(*vid);
+      if (!v) return fail(v.error().message);
+      if (!*v) return fail("no variant " + t);
+      store::VariantRecord rec = **v;
+      if (cmd == "show") return done(variant_json(rec, true));
+      if (cmd == "evict") {
+        if (auto r = m_store->delete_variant(rec.id); !r) return fail(r.error().message);
+        spdlog::info("variant {} evicted", t);
+        return done(json{{"evicted", 1}});
+      }
+      if (cmd == "disable") {
+        rec.state = store::VariantState::disabled;
+      } else if (rec.state == store::VariantState::disabled) {
+        rec.state = store::VariantState::verified;
+      } else {
+        return done(variant_json(rec, false)); // already enabled
+      }
+      if (auto r = m_store->put_variant(rec); !r) return fail(r.error().message);
+      spdlog::info("variant {} {}d", t, cmd);
+      return done(variant_json(rec, false));
+    }
+    std::string why;
+    const KernelInfo* k = m_registry.find(t, &why);
+    if (!k) return fail(why);
+    KernelInfo* mk = m_registry.kernel(k->record.key);
+    if (cmd == "show") {
+      json j = kernel_json(*mk);
+      json vs = json::array();
+      if (auto list = m_store->variants_of(mk->record.key)) {
+        for (const auto& v : *list) vs.push_back(variant_json(v, false));
+      }
+      j["variants"] = std::move(vs);
+      return done(j);
+    }
+    if (cmd == "evict") {
+      auto list = m_store->variants_of(mk->record.key);
+      if (!list) return fail(list.error().message);
+      for (const auto& v : *list) {
+        if (auto r = m_store->delete_variant(v.id); !r) return fail(r.error().message);
+      }
+      spdlog::info("kernel {}: {} variants evicted", mk->record.key.str(), list->size());
+      return done(json{{"evicted", list->size()}});
+    }
+    mk->record.disabled = cmd == "disable";
+    mk->dirty = true;
+    if (auto r = m_registry.flush(); !r) return fail(r.error().message);
+    spdlog::info("kernel {} {}d", mk->record.key.str(), cmd);
+    return done(kernel_json(*mk));
+  }
+  if (cmd == "export") {
+    std::string arch = req.value("arch", std::string());
+    auto tmp = m_config.store.state_dir /
+               ("export-" + std::to_string(::getpid()) + "-" + std::to_string(m_next_id++) + ".tmp");
+    auto n = m_store->export_variants(tmp, arch);
+    if (!n) return fail(n.error().message);
+    UniqueFd file(::open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
+    ::unlink(tmp.c_str());
+    if (!file) return fail("cannot reopen the export file");
+    *reply_fd = std::move(file);
+    return done(json{{"variants", *n}});
+  }
+  if (cmd == "import") {
+    if (!fd) return fail("import needs the file passed as a descriptor");
+    std::string path = "/proc/self/fd/" + std::to_string(fd.get());
+    auto report = m_store->import_variants(path);
+    if (!report) return fail(report.error().message);
+    spdlog::info("imported {} variants ({} already present, {} rejected)", report->imported,
+                 report->already_present, report->rejected);
+    return done(json{{"imported", report->imported},
+                     {"already_present", report->already_present},
+                     {"rejected", report->rejected},
+                     {"problems", report->problems}});
+  }
+  return fail("unknown command '" + cmd + "'");
+}
+
+json Daemon::status_json(size_t top) const {
+  auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
+  json procs = json::array();
+  for (const auto& [id, p] : m_registry.processes()) {
+    procs.push_back({{"pid", p.hello.pid},
+                     {"uid", p.peer_uid},
+                     {"exe", p.hello.exe},
+                     {"device", p.hello.device_name},
+                     {"arch", p.hello.arch},
+                     {"driver_version", p.hello.driver_version},
+                     {"shim_version", p.hello.client_version},
+                     {"since", p.since},
+                     {"kernels", p.kernels.size()}});
+  }
+  json kernels = json::array();
+  auto ranked = m_registry.ranked();
+  for (size_t i = 0; i < ranked.size() && i < top; ++i) kernels.push_back(kernel_json(*ranked[i]));
+  json variants = json::array();
+  json store = nullptr;
+  if (m_store) {
+    if (auto all = m_store->variants()) {
+      for (const auto& v : *all) variants.push_back(variant_json(v, false));
+    }
+    json quarantine = json::array();
+    if (auto q = m_store->quarantined()) {
+      for (const auto& r : *q) {
+        quarantine.push_back({{"column_family", r.column_family}, {"key", r.key_hex},
+                              {"reason", r.reason}, {"when", r.when}});
+      }
+    }
+    store = {{"path", m_config.store.state_dir.string()},
+             {"schema", m_store->schema_version()},
+             {"size_bytes", m_store->size_bytes()},
+             {"quarantined", std::move(quarantine)}};
+  }
+  return json{{"schema", k_status_schema},
+              {"version", k_version},
+              {"pid", ::getpid()},
+              {"uptime_s", uptime},
+              {"socket", m_config.server.socket},
+              {"connections", m_connections.size()},
+              {"processes", std::move(procs)},
+              {"kernels_total", m_registry.kernels().size()},
+              {"kernels", std::move(kernels)},
+              {"jobs", json::array()},
+              {"variants", std::move(variants)},
+              {"agent", {{"backends", json::array()}}},
+              {"store", std::move(store)}};
+}
+
+std::string Daemon::metrics_text() const {
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, double value,
+                    const std::string& labels = {}) {
+    out += "# HELP ";
+    out += name;
+    out += ' ';
+    out += help;
+    out += "\n# TYPE ";
+    out += name;
+    out += ' ';
+    out += type;
+    out += '\n';
+    out += name;
+    if (!labels.empty()) out += "{" + labels + "}";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %.17g\n", value);
+    out += buf;
+  };
+  auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
+  metric("hone_build_info", "gauge", "hone version, as a label.", 1,
+         std::string("version=\"") + k_version + "\"");
+  metric("hone_uptime_seconds", "gauge", "Seconds since honed started.", uptime);
+  metric("hone_connections", "gauge", "Open client connections.", double(m_connections.size()));
+  metric("hone_processes_attached", "gauge", "Processes with the shim attached.",
+         double(m_registry.processes().size()));
+  metric("hone_kernels_known", "gauge", "Kernels honed knows (all time).",
+         double(m_registry.kernels().size()));
+  metric("hone_kernel_launches_total", "counter",
+         "Kernel launches reported by attached processes since honed started.",
+         double(m_registry.launches_total()));
+  metric("hone_connections_accepted_total", "counter", "Connections accepted.",
+         double(m_counters.connections_accepted));
+  out += "# HELP hone_connections_refused_total Connections refused, by reason.\n"
+         "# TYPE hone_connections_refused_total counter\n";
+  out += "hone_connections_refused_total{reason=\"limit\"} " +
+         std::to_string(m_counters.connections_refused_limit) + "\n";
+  out += "hone_connections_refused_total{reason=\"permission\"} " +
+         std::to_string(m_counters.connections_refused_permission) + "\n";
+  out += "hone_connections_refused_total{reason=\"version\"} " +
+         std::to_string(m_counters.connections_refused_version) + "\n";
+  metric("hone_protocol_errors_total", "counter", "Malformed or out-of-order messages received.",
+         double(m_counters.protocol_errors));
+  metric("hone_frames_received_total", "counter", "Protocol frames received.",
+         double(m_counters.frames_received));
+  metric("hone_received_bytes_total", "counter", "Protocol bytes received.",
+         double(m_counters.bytes_received));
+  metric("hone_control_requests_total", "counter", "honectl requests served.",
+         double(m_counters.control_requests));
+  metric("hone_config_reloads_total", "counter", "Configuration reloads (SIGHUP).",
+         double(m_counters.reloads));
+  if (m_store) {
+    metric("hone_store_size_bytes", "gauge", "Size of the RocksDB store.",
+           double(m_store->size_bytes()));
+    if (auto all = m_store->variants()) {
+      std::map<std::string, size_t> by_state;
+      for (const auto& v : *all) ++by_state[store::to_string(v.state)];
+      out += "# HELP hone_variants Variants in the store, by state.\n# TYPE hone_variants gauge\n";
+      for (const char* s : {"verified", "rejected", "disabled", "imported"}) {
+        out += std::string("hone_variants{state=\"") + s + "\"} " + std::to_string(by_state[s]) + "\n";
+      }
+    }
+  }
+  return out;
+}
+
+} // namespace hone::daemon

@@ -1,0 +1,181 @@
+#include "daemon/registry.hpp"
+
+#include <algorithm>
+#include <ctime>
+
+namespace hone::daemon {
+
+namespace {
+int64_t unix_now() { return int64_t(std::time(nullptr)); }
+
+// A kernel name as people write it: the mangled name, or the part of a demangled-looking name
+// before its parameter list ("saxpy" matches "saxpy" and "_Z5saxpyifPKfPf").
+bool name_matches(const std::string& entry, const std::string& name) {
+  if (entry == name) return true;
+  // Itanium mangling of a plain function: _Z<len><name>...
+  std::string prefix = "_Z" + std::to_string(name.size()) + name;
+  return entry.rfind(prefix, 0) == 0;
+}
+} // namespace
+
+Result<void> Registry::load() {
+  if (!m_store) return ok();
+  auto kernels = m_store->kernels();
+  if (!kernels) return kernels.error();
+  for (auto& k : *kernels) {
+    KernelInfo info;
+    info.record = std::move(k);
+    KernelKey key = info.record.key;
+    m_kernels.emplace(std::move(key), std::move(info));
+  }
+  return ok();
+}
+
+void Registry::attach(uint64_t connection, const proto::Hello& hello, uint32_t peer_uid,
+                      uint32_t peer_pid) {
+  ProcessInfo p;
+  p.connection = connection;
+  p.hello = hello;
+  p.since = unix_now();
+  p.peer_uid = peer_uid;
+  p.peer_pid = peer_pid;
+  m_processes[connection] = std::move(p);
+}
+
+void Registry::detach(uint64_t connection) {
+  auto it = m_processes.find(connection);
+  if (it == m_processes.end()) return;
+  for (auto& [id, seen] : it->second.kernels) {
+    if (auto* k = kernel(seen.key)) k->processes.erase(connection);
+  }
+  m_processes.erase(it);
+}
+
+KernelInfo* Registry::kernel(const KernelKey& key) {
+  auto it = m_kernels.find(key);
+  return it == m_kernels.end() ? nullptr : &it->second;
+}
+
+bool Registry::kernels_seen(uint64_t connection, const proto::Kernels& msg, std::string* why) {
+  auto pit = m_processes.find(connection);
+  if (pit == m_processes.end()) {
+    *why = "kernels before hello";
+    return false;
+  }
+  ProcessInfo& p = pit->second;
+  int64_t now = unix_now();
+  for (const auto& k : msg.kernels) {
+    auto [sit, inserted] = p.kernels.try_emplace(k.id);
+    if (!inserted && sit->second.key != k.key) {
+      *why = "kernel id " + std::to_string(k.id) + " announced twice with different keys";
+      return false;
+    }
+    sit->second.key = k.key;
+    auto [kit, fresh] = m_kernels.try_emplace(k.key);
+    KernelInfo& info = kit->second;
+    if (fresh) {
+      info.record.key = k.key;
+      info.record.first_seen = now;
+      info.dirty = true;
+    }
+    if (info.record.format != k.format || info.record.image_size != k.image_size ||
+        (k.source_known && !info.record.source_known)) {
+      info.record.format = k.format;
+      info.record.image_size = k.image_size;
+      info.record.source_known = info.record.source_known || k.source_known;
+      info.dirty = true;
+    }
+    info.record.last_seen = now;
+    info.processes.insert(connection);
+  }
+  return true;
+}
+
+bool Registry::stats(uint64_t connection, const proto::Stats& msg, std::string* why) {
+  auto pit = m_processes.find(connection);
+  if (pit == m_processes.end()) {
+    *why = "stats before hello";
+    return false;
+  }
+  ProcessInfo& p = pit->second;
+  for (const auto& s : msg.kernels) {
+    auto sit = p.kernels.find(s.id);
+    if (sit == p.kernels.end()) {
+      *why = "stats for kernel id " + std::to_string(s.id) + ", which was never announced";
+      return false;
+    }
+    ProcessInfo::Seen& seen = sit->second;
+    if (s.launches < seen.launches || s.sampled < seen.sampled || s.sampled_ns < seen.sampled_ns) {
+      *why = "counters went backwards for kernel id " + std::to_string(s.id);
+      return false;
+    }
+    uint64_t d_launches = s.launches - seen.launches;
+    uint64_t d_sampled = s.sampled - seen.sampled;
+    uint64_t d_ns = s.sampled_ns - seen.sampled_ns;
+    seen.launches = s.launches;
+    seen.sampled = s.sampled;
+    seen.sampled_ns = s.sampled_ns;
+    KernelInfo* k = kernel(seen.key);
+    if (!k) continue;
+    k->sampled += d_sampled;
+    k->sampled_ns += d_ns;
+    // This process's own mean where it has samples, else what the kernel has overall.
+    double mean = s.sampled ? double(s.sampled_ns) / double(s.sampled) : k->mean_ns();
+    k->record.launches += d_launches;
+    k->record.est_gpu_ns += uint64_t(double(d_launches) * mean);
+    k->grid = s.grid;
+    k->block = s.block;
+    k->record.last_seen = unix_now();
+    if (d_launches) k->dirty = true;
+    m_launches_total += d_launches;
+  }
+  return true;
+}
+
+std::vector<const KernelInfo*> Registry::ranked() const {
+  std::vector<const KernelInfo*> out;
+  out.reserve(m_kernels.size());
+  for (const auto& [key, k] : m_kernels) out.push_back(&k);
+  std::sort(out.begin(), out.end(), [](const KernelInfo* a, const KernelInfo* b) {
+    if (a->record.est_gpu_ns != b->record.est_gpu_ns) {
+      return a->record.est_gpu_ns > b->record.est_gpu_ns;
+    }
+    if (a->record.launches != b->record.launches) return a->record.launches > b->record.launches;
+    return a->record.key < b->record.key;
+  });
+  return out;
+}
+
+const KernelInfo* Registry::find(const std::string& name, std::string* why) const {
+  if (auto key = KernelKey::parse(name)) {
+    auto it = m_kernels.find(*key);
+    if (it != m_kernels.end()) return &it->second;
+    *why = "no kernel with key " + name;
+    return nullptr;
+  }
+  const KernelInfo* found = nullptr;
+  size_t matches = 0;
+  for (const auto& [key, k] : m_kernels) {
+    if (name_matches(key.entry, name)) {
+      found = &k;
+      ++matches;
+    }
+  }
+  if (matches == 1) return found;
+  *why = matches == 0 ? "no kernel named " + name
+                      : "'" + name + "' names " + std::to_string(matches) +
+                            " kernels; use the full key (honectl kernels shows them)";
+  return nullptr;
+}
+
+Result<void> Registry::flush() {
+  if (!m_store) return ok();
+  for (auto& [key, k] : m_kernels) {
+    if (!k.dirty) continue;
+    if (auto r = m_store->put_kernel(k.record); !r) return r;
+    k.dirty = false;
+  }
+  return ok();
+}
+
+} // namespace hone::daemon

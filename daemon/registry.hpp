@@ -1,0 +1,84 @@
+// What honed knows about attached processes and their kernels (DESIGN.md, "Hot kernels").
+//
+// Launch counters arrive cumulative per process; the registry turns them into deltas, sums them
+// over processes and over time, and estimates each kernel's device time from the sampled launches.
+// Kernels outlive processes and restarts (the store keeps them); processes live as long as their
+// connection.
+#pragma once
+
+#include "common/protocol.hpp"
+#include "store/store.hpp"
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace hone::daemon {
+
+struct ProcessInfo {
+  uint64_t connection = 0;
+  proto::Hello hello;
+  int64_t since = 0; // unix seconds
+  uint32_t peer_uid = 0;
+  uint32_t peer_pid = 0;
+  struct Seen {
+    KernelKey key;
+    uint64_t launches = 0;   // last cumulative values the process reported
+    uint64_t sampled = 0;
+    uint64_t sampled_ns = 0;
+  };
+  std::unordered_map<uint64_t, Seen> kernels; // by the shim's kernel id
+};
+
+struct KernelInfo {
+  store::KernelRecord record;          // what persists
+  uint64_t sampled = 0;                // this daemon run
+  uint64_t sampled_ns = 0;
+  std::array<uint32_t, 3> grid{};
+  std::array<uint32_t, 3> block{};
+  std::set<uint64_t> processes;        // connections running it now
+  bool dirty = false;                  // to be written to the store
+
+  // Mean device time of one launch, from samples; 0 when none.
+  double mean_ns() const { return sampled ? double(sampled_ns) / double(sampled) : 0.0; }
+};
+
+class Registry {
+public:
+  explicit Registry(store::Store* store) : m_store(store) {}
+
+  // Kernels the store remembers from earlier runs.
+  Result<void> load();
+
+  void attach(uint64_t connection, const proto::Hello& hello, uint32_t peer_uid, uint32_t peer_pid);
+  void detach(uint64_t connection);
+  // False with `why` when the message contradicts what the process said before.
+  bool kernels_seen(uint64_t connection, const proto::Kernels& msg, std::string* why);
+  bool stats(uint64_t connection, const proto::Stats& msg, std::string* why);
+
+  const std::map<uint64_t, ProcessInfo>& processes() const { return m_processes; }
+  const std::unordered_map<KernelKey, KernelInfo>& kernels() const { return m_kernels; }
+  KernelInfo* kernel(const KernelKey& key);
+  // Kernels ranked by estimated device time, most first.
+  std::vector<const KernelInfo*> ranked() const;
+  // Resolve a user's name for a kernel: a full key, or an entry name (mangled or not) that is
+  // unambiguous. Sets `why` when nothing or more than one matches.
+  const KernelInfo* find(const std::string& name, std::string* why) const;
+
+  // Write changed kernels to the store (one batch of puts).
+  Result<void> flush();
+
+  uint64_t launches_total() const { return m_launches_total; }
+
+private:
+  store::Store* m_store;
+  std::map<uint64_t, ProcessInfo> m_processes;
+  std::unordered_map<KernelKey, KernelInfo> m_kernels;
+  uint64_t m_launches_total = 0;
+};
+
+} // namespace hone::daemon

@@ -1,0 +1,701 @@
+// config/: defaults, the shipped hone.toml, every error message, and the layering
+// file < HONE_* environment < command-line flags.
+#include "common/protocol.hpp"
+#include "config/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+namespace {
+
+using namespace hone;
+using namespace hone::config;
+namespace fs = std::filesystem;
+
+const fs::path k_shipped = fs::path(HONE_SOURCE_DIR) / "config" / "hone.toml";
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A Config equal to the defaults except for where it came from.
+Config without_source(Config c) {
+  c.source.clear();
+  return c;
+}
+
+Config parsed(const std::string& toml) {
+  auto c = parse(toml, "hone.toml");
+  EXPECT_TRUE(c) << c.error().message;
+  return c ? without_source(*c) : Config{};
+}
+
+std::string parse_error(const std::string& toml) {
+  auto c = parse(toml, "hone.toml");
+  EXPECT_FALSE(c) << "accepted:\n" << toml;
+  return c ? std::string() : c.error().message;
+}
+
+Result<Config> load_env(const std::map<std::string, std::string>& env, const Overrides& o = {}) {
+  return load("/nonexistent/hone.toml", true, env, o);
+}
+
+std::string env_error(const std::map<std::string, std::string>& env) {
+  auto c = load_env(env);
+  EXPECT_FALSE(c);
+  return c ? std::string() : c.error().message;
+}
+
+// A temporary directory, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "hone-config-test-XXXXXX").string();
+    path = ::mkdtemp(t.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+  fs::path write(const std::string& name, const std::string& text) const {
+    std::ofstream(path / name, std::ios::binary) << text;
+    return path / name;
+  }
+};
+
+const std::string k_server_keys =
+    "known keys: socket, socket_mode, socket_group, allowed_uids, allowed_gids, max_connections, "
+    "max_frame_bytes, max_queued_bytes, handshake_timeout_ms, report_interval_ms";
+const std::string k_sections = "server, store, worker, log, metrics";
+
+TEST(ConfigDefaults, AreTheDocumentedOnes) {
+  Config c;
+  EXPECT_EQ(c.server.socket, "/run/hone/hone.sock");
+  EXPECT_EQ(c.server.socket_mode, 0660u);
+  EXPECT_EQ(c.server.socket_group, "");
+  EXPECT_TRUE(c.server.allowed_uids.empty());
+  EXPECT_TRUE(c.server.allowed_gids.empty());
+  EXPECT_EQ(c.server.max_connections, 4096u);
+  EXPECT_EQ(c.server.max_frame_bytes, proto::k_max_payload);
+  EXPECT_EQ(c.server.max_queued_bytes, 8u << 20);
+  EXPECT_EQ(c.server.handshake_timeout_ms, 5000u);
+  EXPECT_EQ(c.server.report_interval_ms, 2000u);
+  EXPECT_EQ(c.store.state_dir, "/var/lib/hone");
+  EXPECT_EQ(c.worker.driver, "libcuda.so.1");
+  EXPECT_EQ(c.log.level, "info");
+  EXPECT_EQ(c.metrics.listen, "");
+  EXPECT_EQ(std::string(k_default_path), "/etc/hone/hone.toml");
+}
+
+TEST(ConfigDefaults, EmptyFileGivesDefaults) {
+  EXPECT_EQ(parsed(""), Config{});
+  EXPECT_EQ(parsed("[server]\n[store]\n[worker]\n[log]\n[metrics]\n"), Config{});
+  auto c = parse("", "some.toml");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->source, "some.toml");
+}
+
+TEST(ShippedFile, LoadsToTheDefaults) {
+  auto c = load(k_shipped, false, {}, {});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->source, k_shipped);
+  EXPECT_EQ(without_source(*c), Config{});
+}
+
+TEST(ShippedFile, IsTheDocumentedToml) {
+  std::string shipped = read(k_shipped);
+  std::string expected = documented_toml();
+  if (shipped != expected) {
+    fs::path out = fs::path(HONE_BINARY_DIR) / "tests" / "hone.toml.expected";
+    std::ofstream(out, std::ios::binary) << expected;
+    FAIL()
+        << "config/hone.toml differs from documented_toml() (the key table in config/config.cpp).\n"
+        << "Review and take the generated one with: cp " << out.string() << " "
+        << k_shipped.string();
+  }
+}
+
+// Independent of documented_toml(): every key of the table appears once in hone.toml, commented
+// out in its section, and uncommenting them all still gives the defaults.
+TEST(ShippedFile, ListsEveryKeyWithItsDefault) {
+  std::set<std::string> table;
+  for (const auto& [var, key] : environment_keys()) table.insert(key);
+
+  std::istringstream in(read(k_shipped));
+  std::string line, section, uncommented;
+  std::multiset<std::string> listed;
+  while (std::getline(in, line)) {
+    if (line.size() > 2 && line.front() == '[' && line.back() == ']')
+      section = line.substr(1, line.size() - 2);
+    auto eq = line.find(" = ");
+    if (line.size() > 1 && line[0] == '#' && line[1] != ' ' && eq != std::string::npos) {
+      listed.insert(section + "." + line.substr(1, eq - 1));
+      line = line.substr(1);
+    }
+    uncommented += line + "\n";
+  }
+  EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()), table);
+  EXPECT_EQ(listed.size(), table.size()) << "a key is listed twice";
+  EXPECT_EQ(parsed(uncommented), Config{}) << uncommented;
+}
+
+TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
+  const auto& keys = environment_keys();
+  std::map<std::string, std::string> vars(keys.begin(), keys.end());
+  EXPECT_EQ(vars.size(), keys.size()) << "two keys share an environment variable";
+  for (const auto& [var, key] : keys) {
+    if (var == "HONE_SOCKET" || var == "HONE_STATE_DIR") continue;
+    std::string expected = "HONE_";
+    for (char c : key)
+      expected += c == '.' ? '_' : char(std::toupper(static_cast<unsigned char>(c)));
+    EXPECT_EQ(var, expected);
+  }
+  EXPECT_EQ(vars.at("HONE_SOCKET"), "server.socket");
+  EXPECT_EQ(vars.at("HONE_STATE_DIR"), "store.state_dir");
+  for (const char* v :
+       {"HONE_SERVER_SOCKET", "HONE_SERVER_SOCKET_MODE", "HONE_SERVER_SOCKET_GROUP",
+        "HONE_SERVER_ALLOWED_UIDS", "HONE_SERVER_ALLOWED_GIDS", "HONE_SERVER_MAX_CONNECTIONS",
+        "HONE_SERVER_MAX_FRAME_BYTES", "HONE_SERVER_MAX_QUEUED_BYTES",
+        "HONE_SERVER_HANDSHAKE_TIMEOUT_MS", "HONE_SERVER_REPORT_INTERVAL_MS",
+        "HONE_STORE_STATE_DIR", "HONE_WORKER_DRIVER", "HONE_LOG_LEVEL", "HONE_METRICS_LISTEN"}) {
+    EXPECT_TRUE(vars.count(v)) << v;
+  }
+  EXPECT_EQ(keys.size(), 16u);
+}
+
+TEST(ConfigFile, SetsEveryKey) {
+  Config c = parsed(R"(
+[server]
+socket = "/tmp/h.sock"
+socket_mode = "0600"
+socket_group = "video"
+allowed_uids = [1000, 1001]
+allowed_gids = [44]
+max_connections = 10
+max_frame_bytes = 65536
+max_queued_bytes = 1048576
+handshake_timeout_ms = 100
+report_interval_ms = 3600000
+
+[store]
+state_dir = "/srv/hone"
+
+[worker]
+driver = "/opt/hone/lib/emu/libcuda.so.1"
+
+[log]
+level = "debug"
+
+[metrics]
+listen = "127.0.0.1:9464"
+)");
+  EXPECT_EQ(c.server.socket, "/tmp/h.sock");
+  EXPECT_EQ(c.server.socket_mode, 0600u);
+  EXPECT_EQ(c.server.socket_group, "video");
+  EXPECT_EQ(c.server.allowed_uids, (std::vector<uint32_t>{1000, 1001}));
+  EXPECT_EQ(c.server.allowed_gids, (std::vector<uint32_t>{44}));
+  EXPECT_EQ(c.server.max_connections, 10u);
+  EXPECT_EQ(c.server.max_frame_bytes, 65536u);
+  EXPECT_EQ(c.server.max_queued_bytes, 1048576u);
+  EXPECT_EQ(c.server.handshake_timeout_ms, 100u);
+  EXPECT_EQ(c.server.report_interval_ms, 3600000u);
+  EXPECT_EQ(c.store.state_dir, "/srv/hone");
+  EXPECT_EQ(c.worker.driver, "/opt/hone/lib/emu/libcuda.so.1");
+  EXPECT_EQ(c.log.level, "debug");
+  EXPECT_EQ(c.metrics.listen, "127.0.0.1:9464");
+}
+
+TEST(ConfigFile, AcceptsOtherTomlSpellings) {
+  // Dotted keys, inline tables and TOML's own octal integers mean the same thing.
+  EXPECT_EQ(parsed("server.socket = \"/a.sock\"\n").server.socket, "/a.sock");
+  EXPECT_EQ(parsed("server = { max_connections = 7 }\n").server.max_connections, 7u);
+  EXPECT_EQ(parsed("[server]\nsocket_mode = 0o640\n").server.socket_mode, 0640u);
+  EXPECT_EQ(parsed("[server]\nsocket_mode = \"600\"\n").server.socket_mode, 0600u);
+  EXPECT_EQ(parsed("[server]\nsocket_mode = \"0\"\n").server.socket_mode, 0u);
+  EXPECT_EQ(parsed("[server]\nallowed_uids = []\n").server.allowed_uids, std::vector<uint32_t>{});
+}
+
+TEST(ConfigErrors, UnknownKeyNamesLineSectionAndKnownKeys) {
+  EXPECT_EQ(parse_error("[server]\nsocket = \"/run/x.sock\"\n\n\n\n\nsockett = 1\n"),
+            "hone.toml:7:1: unknown key 'sockett' in [server] (did you mean 'socket'?); " +
+                k_server_keys);
+  EXPECT_EQ(parse_error("[log]\n  verbosity = \"debug\"\n"),
+            "hone.toml:2:3: unknown key 'verbosity' in [log]; known keys: level");
+}
+
+TEST(ConfigErrors, UnknownSection) {
+  EXPECT_EQ(parse_error("\n[sever]\nsocket = \"/a\"\n"),
+            "hone.toml:2:2: unknown section [sever] (did you mean [server]?); known sections: " +
+                k_sections);
+  EXPECT_EQ(parse_error("[capture]\n"),
+            "hone.toml:1:2: unknown section [capture]; known sections: " + k_sections);
+  EXPECT_EQ(parse_error("[server.tls]\n"),
+            "hone.toml:1:9: unknown section [server.tls]; known sections: " + k_sections);
+}
+
+TEST(ConfigErrors, KeyOutsideAnySection) {
+  EXPECT_EQ(
+      parse_error("socket = \"/a.sock\"\n"),
+      "hone.toml:1:1: key 'socket' is outside any section (it belongs in [server]); sections: " +
+          k_sections);
+  EXPECT_EQ(parse_error("server = 5\n"), "hone.toml:1:1: [server] must be a table of keys, got 5");
+  EXPECT_EQ(parse_error("[[server]]\n"),
+            "hone.toml:1:3: [server] must be a table of keys, got an array");
+}
+
+TEST(ConfigErrors, WrongType) {
+  EXPECT_EQ(parse_error("[server]\n\nmax_connections = \"many\"\n"),
+            "hone.toml:3:19: server.max_connections must be an integer between 1 and 1000000, got "
+            "\"many\"");
+  EXPECT_EQ(
+      parse_error("[server]\nmax_connections = 1.5\n"),
+      "hone.toml:2:19: server.max_connections must be an integer between 1 and 1000000, got 1.5");
+  EXPECT_EQ(
+      parse_error("[server]\nmax_connections = true\n"),
+      "hone.toml:2:19: server.max_connections must be an integer between 1 and 1000000, got true");
+  EXPECT_EQ(parse_error("[server]\nsocket = 5\n"),
+            "hone.toml:2:10: server.socket must be an absolute path of at most 107 bytes "
+            "(the size of a unix socket address), got 5");
+  EXPECT_EQ(
+      parse_error("[log]\nlevel = [\"info\"]\n"),
+      "hone.toml:2:9: log.level must be one of trace, debug, info, warn, error, off, got an array");
+  EXPECT_EQ(parse_error("[server]\nsocket = { path = \"/a\" }\n"),
+            "hone.toml:2:10: server.socket must be an absolute path of at most 107 bytes "
+            "(the size of a unix socket address), got a table");
+}
+
+TEST(ConfigErrors, OutOfRange) {
+  const std::string conn = "server.max_connections must be an integer between 1 and 1000000, got ";
+  EXPECT_EQ(parse_error("[server]\nmax_connections = 0\n"), "hone.toml:2:19: " + conn + "0");
+  EXPECT_EQ(parse_error("[server]\nmax_connections = 1000001\n"),
+            "hone.toml:2:19: " + conn + "1000001");
+  EXPECT_EQ(parse_error("[server]\nmax_connections = -1\n"), "hone.toml:2:19: " + conn + "-1");
+  EXPECT_EQ(parse_error("[server]\nmax_connections = 99999999999999\n"),
+            "hone.toml:2:19: " + conn + "99999999999999");
+  EXPECT_EQ(parsed("[server]\nmax_connections = 1000000\n").server.max_connections, 1000000u);
+  EXPECT_EQ(parse_error("[server]\nhandshake_timeout_ms = 99\n"),
+            "hone.toml:2:24: server.handshake_timeout_ms must be an integer between 100 and "
+            "300000, got 99");
+}
+
+TEST(ConfigErrors, FrameLimitIsTheProtocols) {
+  EXPECT_EQ(parsed("[server]\nmax_frame_bytes = " + std::to_string(proto::k_max_payload) + "\n")
+                .server.max_frame_bytes,
+            proto::k_max_payload);
+  EXPECT_EQ(parse_error("[server]\nmax_frame_bytes = 4194305\n"),
+            "hone.toml:2:19: server.max_frame_bytes must be an integer between 65536 and 4194304 "
+            "(4 MiB is the protocol's largest frame), got 4194305");
+}
+
+TEST(ConfigErrors, QueueMustHoldAFrame) {
+  EXPECT_EQ(parse_error("[server]\nmax_queued_bytes = 65536\n"),
+            "hone.toml:2:20: server.max_queued_bytes must be at least server.max_frame_bytes "
+            "(4194304, the "
+            "default) so that one whole frame can wait for a slow peer, got 65536");
+  EXPECT_EQ(parse_error("[server]\nmax_frame_bytes = 70000\nmax_queued_bytes = 65536\n"),
+            "hone.toml:3:20: server.max_queued_bytes must be at least server.max_frame_bytes "
+            "(70000, from "
+            "hone.toml:2:19) so that one whole frame can wait for a slow peer, got 65536");
+  EXPECT_EQ(parse_error("[server]\nmax_frame_bytes = 4194304\nmax_queued_bytes = 4194303\n")
+                .substr(0, 16),
+            "hone.toml:3:20: ");
+  EXPECT_EQ(parsed("[server]\nmax_frame_bytes = 65536\nmax_queued_bytes = 65536\n")
+                .server.max_queued_bytes,
+            65536u);
+}
+
+TEST(ConfigErrors, SocketMode) {
+  const std::string mode =
+      "server.socket_mode must be a string of octal digits from \"0000\" to \"0777\", "
+      "such as \"0660\", got ";
+  EXPECT_EQ(parse_error("[server]\nsocket_mode = \"0680\"\n"),
+            "hone.toml:2:15: " + mode + "\"0680\"");
+  EXPECT_EQ(parse_error("[server]\nsocket_mode = \"1777\"\n"),
+            "hone.toml:2:15: " + mode + "\"1777\"");
+  EXPECT_EQ(parse_error("[server]\nsocket_mode = \"00660\"\n"),
+            "hone.toml:2:15: " + mode + "\"00660\"");
+  EXPECT_EQ(parse_error("[server]\nsocket_mode = \"\"\n"), "hone.toml:2:15: " + mode + "\"\"");
+  EXPECT_EQ(parse_error("[server]\nsocket_mode = \"rw-rw----\"\n"),
+            "hone.toml:2:15: " + mode + "\"rw-rw----\"");
+  EXPECT_EQ(parse_error("[server]\nsocket_mode = 660\n"),
+            "hone.toml:2:15: " + mode + "660 (a decimal number: quote the octal digits)");
+  EXPECT_EQ(parse_error("[server]\nsocket_mode = 0o1777\n"), "hone.toml:2:15: " + mode + "0o1777");
+}
+
+TEST(ConfigErrors, SocketPath) {
+  const std::string socket = "server.socket must be an absolute path of at most 107 bytes "
+                             "(the size of a unix socket address), got ";
+  std::string ok_path = "/" + std::string(106, 's');
+  std::string long_path = "/" + std::string(107, 's');
+  EXPECT_EQ(parsed("[server]\nsocket = \"" + ok_path + "\"\n").server.socket, ok_path);
+  EXPECT_EQ(parse_error("[server]\nsocket = \"" + long_path + "\"\n"),
+            "hone.toml:2:10: " + socket + "\"" + long_path + "\" (108 bytes)");
+  EXPECT_EQ(parse_error("[server]\nsocket = \"hone.sock\"\n"),
+            "hone.toml:2:10: " + socket + "\"hone.sock\"");
+  EXPECT_EQ(parse_error("[server]\nsocket = \"\"\n"), "hone.toml:2:10: " + socket + "\"\"");
+  EXPECT_EQ(parse_error("[server]\nsocket = \"/a\\u0000b\"\n"),
+            "hone.toml:2:10: " + socket + "\"/a\\x00b\" (it contains a NUL byte)");
+}
+
+TEST(ConfigErrors, StateDirMustBeAbsolute) {
+  EXPECT_EQ(parse_error("[store]\nstate_dir = \"var/lib/hone\"\n"),
+            "hone.toml:2:13: store.state_dir must be an absolute path, got \"var/lib/hone\"");
+  EXPECT_EQ(parse_error("[store]\nstate_dir = \"\"\n"),
+            "hone.toml:2:13: store.state_dir must be an absolute path, got \"\"");
+}
+
+TEST(ConfigErrors, MetricsOnlyOnLoopback) {
+  EXPECT_EQ(parsed("[metrics]\nlisten = \"127.0.0.1:9464\"\n").metrics.listen, "127.0.0.1:9464");
+  EXPECT_EQ(parsed("[metrics]\nlisten = \"127.3.2.1:1\"\n").metrics.listen, "127.3.2.1:1");
+  EXPECT_EQ(parsed("[metrics]\nlisten = \"[::1]:65535\"\n").metrics.listen, "[::1]:65535");
+  const std::string listen =
+      "metrics.listen must be empty (off) or a loopback address and port such as "
+      "\"127.0.0.1:9464\" or "
+      "\"[::1]:9464\" (only 127.0.0.0/8 and ::1: /metrics has no authentication and names the "
+      "processes and "
+      "kernels on this host; scrape it locally or through an authenticating proxy), got ";
+  auto err = [](const std::string& v) {
+    return parse_error("[metrics]\nlisten = \"" + v + "\"\n");
+  };
+  EXPECT_EQ(err("0.0.0.0:9464"),
+            "hone.toml:2:10: " + listen + "\"0.0.0.0:9464\" (not a loopback address)");
+  EXPECT_EQ(err("10.0.0.1:9464"),
+            "hone.toml:2:10: " + listen + "\"10.0.0.1:9464\" (not a loopback address)");
+  EXPECT_EQ(err("[::]:9464"),
+            "hone.toml:2:10: " + listen + "\"[::]:9464\" (not the loopback address)");
+  EXPECT_EQ(err("[::ffff:127.0.0.1]:9464"),
+            "hone.toml:2:10: " + listen + "\"[::ffff:127.0.0.1]:9464\" (not the loopback address)");
+  EXPECT_EQ(err("localhost:9464"),
+            "hone.toml:2:10: " + listen +
+                "\"localhost:9464\" (not an IP address; host names are not resolved)");
+  EXPECT_EQ(err("::1:9464"),
+            "hone.toml:2:10: " + listen + "\"::1:9464\" (write an IPv6 address in brackets)");
+  EXPECT_EQ(err("127.0.0.1"), "hone.toml:2:10: " + listen + "\"127.0.0.1\" (no port)");
+  EXPECT_EQ(err("127.0.0.1:0"),
+            "hone.toml:2:10: " + listen + "\"127.0.0.1:0\" (the port must be 1 to 65535)");
+  EXPECT_EQ(err("127.0.0.1:65536"),
+            "hone.toml:2:10: " + listen + "\"127.0.0.1:65536\" (the port must be 1 to 65535)");
+  EXPECT_EQ(err("127.0.0.1:http"),
+            "hone.toml:2:10: " + listen + "\"127.0.0.1:http\" (the port must be 1 to 65535)");
+  EXPECT_EQ(err("127.1:9464"),
+            "hone.toml:2:10: " + listen +
+                "\"127.1:9464\" (not an IP address; host names are not resolved)");
+}
+
+TEST(ConfigErrors, LogLevel) {
+  for (const char* level : {"trace", "debug", "info", "warn", "error", "off"}) {
+    EXPECT_EQ(parsed(std::string("[log]\nlevel = \"") + level + "\"\n").log.level, level);
+  }
+  EXPECT_EQ(parse_error("[log]\nlevel = \"verbose\"\n"),
+            "hone.toml:2:9: log.level must be one of trace, debug, info, warn, error, off, got "
+            "\"verbose\"");
+  EXPECT_EQ(
+      parse_error("[log]\nlevel = \"INFO\"\n"),
+      "hone.toml:2:9: log.level must be one of trace, debug, info, warn, error, off, got \"INFO\"");
+}
+
+TEST(ConfigErrors, IdLists) {
+  EXPECT_EQ(parse_error("[server]\nallowed_uids = [1000, \"x\"]\n"),
+            "hone.toml:2:23: server.allowed_uids[1] must be an integer between 0 and 4294967294, "
+            "got \"x\"");
+  EXPECT_EQ(
+      parse_error("[server]\nallowed_gids = [-1]\n"),
+      "hone.toml:2:17: server.allowed_gids[0] must be an integer between 0 and 4294967294, got -1");
+  EXPECT_EQ(parse_error("[server]\nallowed_uids = [4294967295]\n"),
+            "hone.toml:2:17: server.allowed_uids[0] must be an integer between 0 and 4294967294, "
+            "got 4294967295");
+  EXPECT_EQ(parse_error("[server]\nallowed_uids = 1000\n"),
+            "hone.toml:2:16: server.allowed_uids must be an array of integers between 0 and "
+            "4294967294, got 1000");
+}
+
+TEST(ConfigErrors, DriverAndGroup) {
+  EXPECT_EQ(parsed("[worker]\ndriver = \"libcuda.so\"\n").worker.driver, "libcuda.so");
+  EXPECT_EQ(parse_error("[worker]\ndriver = \"lib/libcuda.so.1\"\n"),
+            "hone.toml:2:10: worker.driver must be a library name such as \"libcuda.so.1\" or an "
+            "absolute path, "
+            "got \"lib/libcuda.so.1\"");
+  EXPECT_EQ(parse_error("[worker]\ndriver = \"\"\n").substr(0, 30),
+            "hone.toml:2:10: worker.driver ");
+  EXPECT_EQ(parsed("[server]\nsocket_group = \"44\"\n").server.socket_group, "44");
+  EXPECT_EQ(parsed("[server]\nsocket_group = \"gpu-users\"\n").server.socket_group, "gpu-users");
+  EXPECT_EQ(parse_error("[server]\nsocket_group = \"gpu users\"\n"),
+            "hone.toml:2:16: server.socket_group must be empty or a group name or number, got "
+            "\"gpu users\"");
+}
+
+TEST(ConfigErrors, TomlSyntaxWithPosition) {
+  std::string e = parse_error("[server]\nsocket = = 1\n");
+  EXPECT_EQ(e.rfind("hone.toml:2:10: not valid TOML: ", 0), 0u) << e;
+  e = parse_error("[server]\nmax_connections = 1\nmax_connections = 2\n");
+  EXPECT_EQ(e.rfind("hone.toml:3:", 0), 0u) << e;
+  EXPECT_NE(e.find("not valid TOML"), std::string::npos) << e;
+  e = parse_error("[server]\nsocket = \"/unterminated\n");
+  EXPECT_EQ(e.rfind("hone.toml:2:", 0), 0u) << e;
+  e = parse_error("[server]\nsocket = \"\xff\"\n");
+  EXPECT_EQ(e.rfind("hone.toml:2:", 0), 0u) << e;
+}
+
+TEST(ConfigErrors, ValuesInMessagesAreEscapedAndShort) {
+  std::string e = parse_error("[log]\nlevel = \"a\\u001b[31mred\"\n");
+  EXPECT_EQ(e, "hone.toml:2:9: log.level must be one of trace, debug, info, warn, error, off, got "
+               "\"a\\x1b[31mred\"");
+  e = parse_error("[log]\nlevel = \"" + std::string(5000, 'x') + "\"\n");
+  EXPECT_LT(e.size(), 300u);
+  EXPECT_NE(e.find("...\""), std::string::npos);
+}
+
+TEST(ConfigLoad, ErrorsNameTheFile) {
+  TempDir dir;
+  auto p = dir.write("hone.toml", "[server]\nsockett = \"/a\"\n");
+  auto c = load(p, false, {}, {});
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message.rfind(p.string() + ":2:1: unknown key 'sockett' in [server]", 0), 0u)
+      << c.error().message;
+}
+
+TEST(ConfigLoad, MissingFile) {
+  auto c = load("/nonexistent/hone.toml", true, {}, {});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(*c, Config{});
+  EXPECT_TRUE(c->source.empty());
+
+  c = load("/nonexistent/hone.toml", false, {}, {});
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message, "cannot read /nonexistent/hone.toml: No such file or directory");
+}
+
+TEST(ConfigLoad, MissingOptionalFileStillTakesEnvironmentAndFlags) {
+  Overrides o;
+  o.log_level = "warn";
+  auto c = load("/nonexistent/hone.toml", true, {{"HONE_SOCKET", "/e.sock"}}, o);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->server.socket, "/e.sock");
+  EXPECT_EQ(c->log.level, "warn");
+}
+
+TEST(ConfigLoad, NotAFile) {
+  TempDir dir;
+  for (bool optional : {true, false}) {
+    auto c = load(dir.path, optional, {}, {});
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error().message, "cannot read " + dir.path.string() + ": it is a directory");
+  }
+  auto big = dir.write("big.toml", "# " + std::string(2u << 20, 'x') + "\n");
+  auto c = load(big, false, {}, {});
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message,
+            "cannot read " + big.string() + ": it is larger than 1 MiB, which no configuration is");
+}
+
+TEST(ConfigEnvironment, EveryKeyHasAVariable) {
+  auto c = load_env({{"HONE_SERVER_SOCKET", "/e.sock"},
+                     {"HONE_SERVER_SOCKET_MODE", "0640"},
+                     {"HONE_SERVER_SOCKET_GROUP", "video"},
+                     {"HONE_SERVER_ALLOWED_UIDS", "1000, 1001"},
+                     {"HONE_SERVER_ALLOWED_GIDS", "44"},
+                     {"HONE_SERVER_MAX_CONNECTIONS", "12"},
+                     {"HONE_SERVER_MAX_FRAME_BYTES", "65536"},
+                     {"HONE_SERVER_MAX_QUEUED_BYTES", "65536"},
+                     {"HONE_SERVER_HANDSHAKE_TIMEOUT_MS", "250"},
+                     {"HONE_SERVER_REPORT_INTERVAL_MS", "500"},
+                     {"HONE_STORE_STATE_DIR", "/srv/hone"},
+                     {"HONE_WORKER_DRIVER", "/opt/emu/libcuda.so.1"},
+                     {"HONE_LOG_LEVEL", "trace"},
+                     {"HONE_METRICS_LISTEN", "[::1]:9464"}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->server.socket, "/e.sock");
+  EXPECT_EQ(c->server.socket_mode, 0640u);
+  EXPECT_EQ(c->server.socket_group, "video");
+  EXPECT_EQ(c->server.allowed_uids, (std::vector<uint32_t>{1000, 1001}));
+  EXPECT_EQ(c->server.allowed_gids, (std::vector<uint32_t>{44}));
+  EXPECT_EQ(c->server.max_connections, 12u);
+  EXPECT_EQ(c->server.max_frame_bytes, 65536u);
+  EXPECT_EQ(c->server.max_queued_bytes, 65536u);
+  EXPECT_EQ(c->server.handshake_timeout_ms, 250u);
+  EXPECT_EQ(c->server.report_interval_ms, 500u);
+  EXPECT_EQ(c->store.state_dir, "/srv/hone");
+  EXPECT_EQ(c->worker.driver, "/opt/emu/libcuda.so.1");
+  EXPECT_EQ(c->log.level, "trace");
+  EXPECT_EQ(c->metrics.listen, "[::1]:9464");
+}
+
+TEST(ConfigEnvironment, ShortAliases) {
+  auto c = load_env({{"HONE_SOCKET", "/s.sock"}, {"HONE_STATE_DIR", "/srv/s"}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->server.socket, "/s.sock");
+  EXPECT_EQ(c->store.state_dir, "/srv/s");
+  // Both set: fine when they agree, an error when they do not.
+  c = load_env({{"HONE_SOCKET", "/s.sock"}, {"HONE_SERVER_SOCKET", "/s.sock"}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(env_error({{"HONE_SOCKET", "/a.sock"}, {"HONE_SERVER_SOCKET", "/b.sock"}}),
+            "environment variables HONE_SOCKET=\"/a.sock\" and HONE_SERVER_SOCKET=\"/b.sock\" "
+            "disagree about "
+            "server.socket; unset one of them");
+}
+
+TEST(ConfigEnvironment, ValuesAreValidatedAndNamed) {
+  EXPECT_EQ(env_error({{"HONE_SERVER_MAX_CONNECTIONS", "many"}}),
+            "environment variable HONE_SERVER_MAX_CONNECTIONS: server.max_connections must be an "
+            "integer between "
+            "1 and 1000000, got \"many\"");
+  for (const char* bad : {"+5", " 5", "5 ", "0x10", "-1", "1e3", "0"}) {
+    EXPECT_FALSE(load_env({{"HONE_SERVER_MAX_CONNECTIONS", bad}})) << bad;
+  }
+  EXPECT_EQ(env_error({{"HONE_SERVER_SOCKET_MODE", "0968"}}),
+            "environment variable HONE_SERVER_SOCKET_MODE: server.socket_mode must be octal digits "
+            "from 0000 to "
+            "0777, such as 0660, got \"0968\"");
+  EXPECT_EQ(env_error({{"HONE_SERVER_ALLOWED_UIDS", "1000,,1"}}),
+            "environment variable HONE_SERVER_ALLOWED_UIDS: server.allowed_uids must be a "
+            "comma-separated list "
+            "of integers between 0 and 4294967294, got \"1000,,1\"");
+  EXPECT_EQ(env_error({{"HONE_SOCKET", "relative.sock"}}),
+            "environment variable HONE_SOCKET: server.socket must be an absolute path of at most "
+            "107 bytes (the "
+            "size of a unix socket address), got \"relative.sock\"");
+  EXPECT_EQ(env_error({{"HONE_STATE_DIR", "state"}}),
+            "environment variable HONE_STATE_DIR: store.state_dir must be an absolute path, got "
+            "\"state\"");
+  EXPECT_EQ(env_error({{"HONE_METRICS_LISTEN", "0.0.0.0:9464"}}).substr(0, 61),
+            "environment variable HONE_METRICS_LISTEN: metrics.listen must");
+  EXPECT_EQ(
+      env_error({{"HONE_SERVER_MAX_QUEUED_BYTES", "65536"}}),
+      "environment variable HONE_SERVER_MAX_QUEUED_BYTES: server.max_queued_bytes must be at least "
+      "server.max_frame_bytes (4194304, the default) so that one whole frame can wait for a slow "
+      "peer, "
+      "got 65536");
+}
+
+TEST(ConfigEnvironment, EmptyIsUnset) {
+  auto c =
+      load_env({{"HONE_SOCKET", ""}, {"HONE_LOG_LEVEL", ""}, {"HONE_SERVER_MAX_CONNECTIONS", ""}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(*c, Config{});
+}
+
+TEST(ConfigEnvironment, UnknownVariables) {
+  // Typos in a section's namespace are errors...
+  EXPECT_EQ(env_error({{"HONE_SERVER_SOCKETT", "/a"}}),
+            "environment variable HONE_SERVER_SOCKETT is not a hone setting (did you mean "
+            "HONE_SERVER_SOCKET?); "
+            "the [server] variables are HONE_SERVER_SOCKET, HONE_SERVER_SOCKET_MODE, "
+            "HONE_SERVER_SOCKET_GROUP, "
+            "HONE_SERVER_ALLOWED_UIDS, HONE_SERVER_ALLOWED_GIDS, HONE_SERVER_MAX_CONNECTIONS, "
+            "HONE_SERVER_MAX_FRAME_BYTES, HONE_SERVER_MAX_QUEUED_BYTES, "
+            "HONE_SERVER_HANDSHAKE_TIMEOUT_MS, "
+            "HONE_SERVER_REPORT_INTERVAL_MS");
+  EXPECT_EQ(
+      env_error({{"HONE_LOG_LEVL", "debug"}}),
+      "environment variable HONE_LOG_LEVL is not a hone setting (did you mean HONE_LOG_LEVEL?); "
+      "the [log] variables are HONE_LOG_LEVEL");
+  // ...the variables of the shim, the emulated device and the rest of hone are not.
+  auto c = load_env({{"HONE_LOG", "debug"},
+                     {"HONE_DISABLE", "1"},
+                     {"HONE_EMU_THREADS", "4"},
+                     {"HONE_REPORT_MS", "100"},
+                     {"HONE_SAMPLE_EVERY", "1"},
+                     {"PATH", "/bin"}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(*c, Config{});
+}
+
+TEST(ConfigLayers, FileThenEnvironmentThenFlags) {
+  TempDir dir;
+  auto p = dir.write("hone.toml", "[server]\nsocket = \"/file.sock\"\nmax_connections = 5\n"
+                                  "[log]\nlevel = \"error\"\n[store]\nstate_dir = \"/file\"\n");
+  std::map<std::string, std::string> env = {{"HONE_SOCKET", "/env.sock"},
+                                            {"HONE_LOG_LEVEL", "warn"}};
+  Overrides flags;
+  flags.socket = "/flag.sock";
+
+  auto c = load(p, false, {}, {});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->server.socket, "/file.sock");
+  EXPECT_EQ(c->log.level, "error");
+
+  c = load(p, false, env, {});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->server.socket, "/env.sock");
+  EXPECT_EQ(c->log.level, "warn");
+  EXPECT_EQ(c->server.max_connections, 5u); // untouched by the environment
+
+  c = load(p, false, env, flags);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->server.socket, "/flag.sock");
+  EXPECT_EQ(c->log.level, "warn");
+  EXPECT_EQ(c->store.state_dir, "/file");
+  EXPECT_EQ(c->source, p);
+
+  Overrides all;
+  all.socket = "/f.sock";
+  all.state_dir = "/f/state";
+  all.driver = "/f/libcuda.so.1";
+  all.log_level = "off";
+  c = load(p, false, env, all);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->server.socket, "/f.sock");
+  EXPECT_EQ(c->store.state_dir, "/f/state");
+  EXPECT_EQ(c->worker.driver, "/f/libcuda.so.1");
+  EXPECT_EQ(c->log.level, "off");
+}
+
+TEST(ConfigLayers, LaterLayerRepairsEarlierCrossKeyValue) {
+  // Cross-key checks run once, on the result of all layers.
+  TempDir dir;
+  auto p = dir.write("hone.toml", "[server]\nmax_frame_bytes = 65536\nmax_queued_bytes = 65536\n");
+  auto c = load(p, false, {{"HONE_SERVER_MAX_QUEUED_BYTES", "1048576"}}, {});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->server.max_queued_bytes, 1048576u);
+  c = load(p, false, {{"HONE_SERVER_MAX_FRAME_BYTES", "131072"}}, {});
+  ASSERT_FALSE(c);
+  EXPECT_EQ(
+      c.error().message,
+      p.string() +
+          ":3:20: server.max_queued_bytes must be at least server.max_frame_bytes (131072, from "
+          "environment variable HONE_SERVER_MAX_FRAME_BYTES) so that one whole frame can wait for "
+          "a slow peer, got 65536");
+}
+
+TEST(ConfigLayers, FlagsAreValidatedAndNamed) {
+  Overrides o;
+  o.log_level = "loud";
+  auto c = load_env({}, o);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message, "option --log-level: log.level must be one of trace, debug, info, "
+                               "warn, error, off, got \"loud\"");
+  o = {};
+  o.state_dir = "relative";
+  c = load_env({}, o);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message,
+            "option --state-dir: store.state_dir must be an absolute path, got \"relative\"");
+  o = {};
+  o.socket = "/" + std::string(200, 'x');
+  c = load_env({}, o);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message.rfind("option --socket: server.socket must be", 0), 0u);
+  o = {};
+  o.driver = "./libcuda.so.1";
+  c = load_env({}, o);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message.rfind("option --driver: worker.driver must be", 0), 0u);
+}
+
+TEST(ConfigEnvironment, ReadsTheProcessEnvironment) {
+  ::setenv("HONE_CONFIG_TEST_VARIABLE", "x=y", 1);
+  ::setenv("NOT_HONE_CONFIG_TEST", "1", 1);
+  auto env = environment();
+  ::unsetenv("HONE_CONFIG_TEST_VARIABLE");
+  ::unsetenv("NOT_HONE_CONFIG_TEST");
+  EXPECT_EQ(env.at("HONE_CONFIG_TEST_VARIABLE"), "x=y");
+  EXPECT_EQ(env.count("NOT_HONE_CONFIG_TEST"), 0u);
+  for (const auto& [name, value] : env) EXPECT_EQ(name.rfind("HONE_", 0), 0u) << name;
+}
+
+} // namespace

@@ -1,0 +1,669 @@
+// honectl: the operator's view of honed — what it sees, what it optimized, and the switches to
+// turn any of it off. Talks to honed over its socket (docs/protocol.md, "control").
+#include "common/version.hpp"
+#include "tools/honectl_doctor.hpp"
+#include "tools/honectl_session.hpp"
+#include "tools/honectl_table.hpp"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace {
+
+using namespace hone;
+using namespace hone::ctl;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char* k_exit_help =
+    "Exit status: 0 ok; 1 the request failed (honed answered with an error, e.g. an unknown "
+    "kernel, or a file could not be read or written); 2 usage error; 3 cannot reach honed (no "
+    "socket, nothing listening, permission denied, refused); 4 doctor found problems.";
+
+struct Options {
+  std::string socket;
+  bool json = false;
+  size_t top = 10;
+  std::string target; // a kernel (name or key) or a variant id
+  std::string file;
+  std::string arch;
+  bool force = false;
+  std::string driver, config, state_dir;
+};
+
+// A failure: the message goes to stderr, the code becomes the exit status.
+int fail(const Error& e) {
+  std::cerr << "honectl: " << e.message << "\n";
+  return e.code ? e.code : k_exit_failed;
+}
+
+int fail(const std::string& message, int code) {
+  return fail(make_error(message, code));
+}
+
+std::string str(const json& j, const char* key, const std::string& fallback = "-") {
+  if (!j.is_object() || !j.contains(key)) return fallback;
+  const json& v = j[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return fallback;
+  return v.dump();
+}
+
+template <class T> T num(const json& j, const char* key, T fallback = T{}) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return fallback;
+  return j[key].get<T>();
+}
+
+std::string or_dash(const std::string& s) {
+  return s.empty() ? "-" : s;
+}
+
+std::string when(int64_t unix_seconds) {
+  if (unix_seconds <= 0) return "-";
+  std::time_t t = std::time_t(unix_seconds);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string dims(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_array() || j[key].size() != 3) return "-";
+  const json& d = j[key];
+  return std::to_string(d[0].get<uint64_t>()) + "x" + std::to_string(d[1].get<uint64_t>()) + "x" +
+         std::to_string(d[2].get<uint64_t>());
+}
+
+// The entry name of a kernel key "<image hex>:<entry>", demangled.
+std::string kernel_display(const std::string& key_or_name) {
+  auto colon = key_or_name.find(':');
+  std::string entry = colon == 32 ? key_or_name.substr(33) : key_or_name;
+  return demangle(entry);
+}
+
+bool is_hex(const std::string& s) {
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c); });
+}
+
+Result<Session> connect(const Options& o) {
+  return Session::open(o.socket);
+}
+
+void print_json(const json& j) {
+  std::cout << j.dump(2) << "\n";
+}
+
+// A variant named by a prefix of its id (tables show 12 digits) becomes its full id; anything
+// else is passed on as it is (a kernel name or key).
+Result<std::string> resolve_target(Session& s, const std::string& target) {
+  if (!is_hex(target) || target.size() < 6 || target.size() >= 32) return target;
+  auto list = s.request(json{{"cmd", "variants"}});
+  if (!list) return list.error();
+  std::string prefix = target;
+  std::transform(prefix.begin(), prefix.end(), prefix.begin(), ::tolower);
+  std::vector<std::string> matches;
+  for (const auto& v : list->value("variants", json::array())) {
+    std::string id = v.value("id", std::string());
+    if (id.rfind(prefix, 0) == 0) matches.push_back(id);
+  }
+  if (matches.size() == 1) return matches[0];
+  if (matches.size() > 1) {
+    return make_error("'" + target + "' is the start of " + std::to_string(matches.size()) +
+                          " variant ids; give more digits",
+                      k_exit_failed);
+  }
+  return target;
+}
+
+// --- listings -----------------------------------------------------------------------------------
+
+void kernels_table(const json& kernels, std::ostream& out, size_t indent, bool rank) {
+  std::vector<Column> cols;
+  if (rank) cols.push_back({"#", Align::right});
+  cols.insert(cols.end(), {{"KERNEL", Align::left},
+                           {"IMAGE", Align::left},
+                           {"LAUNCHES", Align::right},
+                           {"EST. GPU TIME", Align::right},
+                           {"MEAN", Align::right},
+                           {"STATE", Align::left},
+                           {"PROCS", Align::right}});
+  Table t(cols);
+  size_t i = 0;
+  for (const auto& k : kernels) {
+    std::vector<std::string> row;
+    if (rank) row.push_back(std::to_string(++i));
+    double mean = num<double>(k, "mean_ns");
+    row.insert(row.end(), {ellipsize(demangle(str(k, "name")), 48), short_id(str(k, "image")),
+                           human_count(num<uint64_t>(k, "launches")),
+                           num<uint64_t>(k, "est_gpu_ns")
+                               ? human_duration_ns(double(num<uint64_t>(k, "est_gpu_ns")))
+                               : "-",
+                           mean > 0 ? human_duration_ns(mean) : "-", str(k, "state"),
+                           std::to_string(num<uint64_t>(k, "processes"))});
+    t.row(std::move(row));
+  }
+  out << t.render(indent);
+}
+
+void variants_table(const json& variants, std::ostream& out, size_t indent) {
+  Table t({{"ID", Align::left},
+           {"KERNEL", Align::left},
+           {"ARCH", Align::left},
+           {"STRATEGY", Align::left},
+           {"STATE", Align::left},
+           {"SPEEDUP", Align::right}});
+  for (const auto& v : variants) {
+    t.row({short_id(str(v, "id")), ellipsize(kernel_display(str(v, "kernel")), 40), str(v, "arch"),
+           str(v, "strategy"), str(v, "state"), human_speedup(num<double>(v, "speedup"))});
+  }
+  out << t.render(indent);
+}
+
+int cmd_status(const Options& o) {
+  auto s = connect(o);
+  if (!s) return fail(s.error());
+  json req{{"cmd", "status"}};
+  if (!o.json || o.top != 10) req["top"] = o.top;
+  auto r = s->request(req);
+  if (!r) return fail(r.error());
+  if (o.json) {
+    print_json(*r);
+    return k_exit_ok;
+  }
+  const json& st = *r;
+  std::ostream& out = std::cout;
+  out << "honed " << str(st, "version") << " (pid " << num<int64_t>(st, "pid") << "), up "
+      << human_uptime(num<double>(st, "uptime_s")) << "\n";
+  Table head({{"", Align::left}, {"", Align::left}});
+  head.row({"socket", str(st, "socket") + " (" + std::to_string(num<uint64_t>(st, "connections")) +
+                          " connections)"});
+  const json procs = st.value("processes", json::array());
+  const json kernels = st.value("kernels", json::array());
+  const json variants = st.value("variants", json::array());
+  head.row({"processes", std::to_string(procs.size()) + " attached"});
+  head.row({"kernels", std::to_string(num<uint64_t>(st, "kernels_total")) + " known"});
+  std::map<std::string, size_t> by_state;
+  for (const auto& v : variants) ++by_state[str(v, "state")];
+  std::string vs = std::to_string(variants.size());
+  if (!by_state.empty()) {
+    vs += " (";
+    bool first = true;
+    for (const auto& [state, n] : by_state) {
+      vs += (first ? "" : ", ") + std::to_string(n) + " " + state;
+      first = false;
+    }
+    vs += ")";
+  }
+  head.row({"variants", vs});
+  const json store = st.contains("store") ? st["store"] : json(nullptr);
+  if (store.is_object()) {
+    head.row({"store", human_bytes(num<uint64_t>(store, "size_bytes")) + " in " +
+                           str(store, "path") + " (schema " +
+                           std::to_string(num<uint64_t>(store, "schema")) + ")"});
+  } else {
+    head.row({"store", "none"});
+  }
+  // The header line of this two-column table is empty: drop it.
+  std::string text = head.render();
+  out << text.substr(text.find('\n') + 1);
+
+  if (!procs.empty()) {
+    out << "\nProcesses\n";
+    Table t({{"PID", Align::right},
+             {"UID", Align::right},
+             {"KERNELS", Align::right},
+             {"DEVICE", Align::left},
+             {"ARCH", Align::left},
+             {"SINCE", Align::left},
+             {"EXE", Align::left}});
+    for (const auto& p : procs) {
+      t.row({std::to_string(num<uint64_t>(p, "pid")), std::to_string(num<uint64_t>(p, "uid")),
+             std::to_string(num<uint64_t>(p, "kernels")), or_dash(str(p, "device")),
+             or_dash(str(p, "arch")), when(num<int64_t>(p, "since")),
+             ellipsize(str(p, "exe"), 60)});
+    }
+    out << t.render(2);
+  }
+  out << "\nTop kernels (by estimated GPU time)\n";
+  if (kernels.empty()) {
+    out << "  none reported yet: run a CUDA application with LD_PRELOAD=/usr/lib/hone/libhone.so\n";
+  } else {
+    kernels_table(kernels, out, 2, true);
+    uint64_t total = num<uint64_t>(st, "kernels_total");
+    if (total > kernels.size()) {
+      out << "  … and " << total - kernels.size() << " more (honectl kernels)\n";
+    }
+  }
+  if (!variants.empty()) {
+    out << "\nVariants\n";
+    variants_table(variants, out, 2);
+  }
+  if (store.is_object() && store.contains("quarantined") && !store["quarantined"].empty()) {
+    out << "\nWARNING: " << store["quarantined"].size()
+        << " store records are quarantined (failed their checksum; never served): honectl doctor\n";
+  }
+  return k_exit_ok;
+}
+
+int cmd_kernels(const Options& o) {
+  auto s = connect(o);
+  if (!s) return fail(s.error());
+  auto r = s->request(json{{"cmd", "kernels"}});
+  if (!r) return fail(r.error());
+  if (o.json) {
+    print_json(*r);
+    return k_exit_ok;
+  }
+  const json kernels = r->value("kernels", json::array());
+  if (kernels.empty()) {
+    std::cout << "no kernels reported yet: run a CUDA application with "
+                 "LD_PRELOAD=/usr/lib/hone/libhone.so\n";
+    return k_exit_ok;
+  }
+  kernels_table(kernels, std::cout, 0, true);
+  return k_exit_ok;
+}
+
+int cmd_variants(const Options& o) {
+  auto s = connect(o);
+  if (!s) return fail(s.error());
+  json req{{"cmd", "variants"}};
+  if (!o.target.empty()) req["target"] = o.target;
+  auto r = s->request(req);
+  if (!r) return fail(r.error());
+  if (o.json) {
+    print_json(*r);
+    return k_exit_ok;
+  }
+  const json variants = r->value("variants", json::array());
+  if (variants.empty()) {
+    std::cout << (o.target.empty() ? std::string("no variants yet") : "no variants of " + o.target)
+              << "\n";
+    return k_exit_ok;
+  }
+  variants_table(variants, std::cout, 0);
+  return k_exit_ok;
+}
+
+void show_kernel(const json& k) {
+  Table t({{"", Align::left}, {"", Align::left}});
+  t.row({"kernel", demangle(str(k, "name"))});
+  t.row({"key", str(k, "key")});
+  std::string image = str(k, "format") + ", " + human_bytes(num<uint64_t>(k, "image_size"));
+  if (k.value("source_known", false)) image += ", NVRTC source known";
+  t.row({"image", image});
+  t.row({"state", str(k, "state")});
+  t.row({"launches", human_count(num<uint64_t>(k, "launches"))});
+  double mean = num<double>(k, "mean_ns");
+  std::string est = human_duration_ns(double(num<uint64_t>(k, "est_gpu_ns")));
+  if (mean > 0) {
+    est += " (mean " + human_duration_ns(mean) + " over " +
+           human_count(num<uint64_t>(k, "sampled")) + " timed launches)";
+  }
+  t.row({"est. GPU time", est});
+  t.row({"processes", std::to_string(num<uint64_t>(k, "processes"))});
+  t.row({"last launch", "grid " + dims(k, "grid") + ", block " + dims(k, "block")});
+  t.row({"first seen", when(num<int64_t>(k, "first_seen"))});
+  t.row({"last seen", when(num<int64_t>(k, "last_seen"))});
+  std::string tried;
+  for (const auto& s : k.value("tried", json::array())) {
+    tried += (tried.empty() ? "" : ", ") + s.get<std::string>();
+  }
+  t.row({"tried", tried.empty() ? "-" : tried});
+  std::string text = t.render();
+  std::cout << text.substr(text.find('\n') + 1);
+  const json variants = k.value("variants", json::array());
+  if (!variants.empty()) {
+    std::cout << "\nVariants\n";
+    variants_table(variants, std::cout, 2);
+  }
+}
+
+void show_variant(const json& v) {
+  Table t({{"", Align::left}, {"", Align::left}});
+  t.row({"variant", str(v, "id")});
+  t.row({"kernel", str(v, "kernel")});
+  t.row({"entry", str(v, "entry")});
+  t.row({"target",
+         str(v, "arch") + ", driver " + std::to_string(num<uint64_t>(v, "driver_major")) + ".x"});
+  t.row({"strategy", str(v, "strategy")});
+  t.row({"state", str(v, "state")});
+  std::string speed = human_speedup(num<double>(v, "speedup"));
+  if (num<double>(v, "noise") > 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " (noise ±%.1f%%)", num<double>(v, "noise") * 100);
+    speed += buf;
+  }
+  t.row({"speedup", speed});
+  t.row({"verdict", str(v, "verdict")});
+  t.row({"created", when(num<int64_t>(v, "created"))});
+  t.row({"image", human_bytes(num<uint64_t>(v, "image_size"))});
+  std::string opts;
+  for (const auto& s : v.value("jit_options", json::array())) {
+    opts += (opts.empty() ? "" : " ") + s.get<std::string>();
+  }
+  t.row({"jit options", opts.empty() ? "-" : opts});
+  if (v.contains("guard")) {
+    const json& g = v["guard"];
+    std::string guard = "block " +
+                        (dims(g, "block") == "0x0x0" ? std::string("any") : dims(g, "block")) +
+                        ", " + std::to_string(num<uint64_t>(g, "scalars")) + " scalar(s)";
+    if (g.value("no_alias", false)) guard += ", pointers must not alias";
+    t.row({"guard", guard});
+  }
+  std::string text = t.render();
+  std::cout << text.substr(text.find('\n') + 1);
+  if (v.contains("evidence") && !v["evidence"].is_null()) {
+    std::string evidence =
+        v["evidence"].is_string() ? v["evidence"].get<std::string>() : v["evidence"].dump(2);
+    if (!evidence.empty()) {
+      std::cout << "\nEvidence\n";
+      size_t p = 0;
+      while (p < evidence.size()) {
+        size_t e = evidence.find('\n', p);
+        if (e == std::string::npos) e = evidence.size();
+        std::cout << "  " << evidence.substr(p, e - p) << "\n";
+        p = e + 1;
+      }
+    }
+  }
+}
+
+int cmd_show(const Options& o) {
+  auto s = connect(o);
+  if (!s) return fail(s.error());
+  auto target = resolve_target(*s, o.target);
+  if (!target) return fail(target.error());
+  auto r = s->request(json{{"cmd", "show"}, {"target", *target}});
+  if (!r) return fail(r.error());
+  if (o.json) {
+    print_json(*r);
+  } else if (r->contains("key")) {
+    show_kernel(*r);
+  } else {
+    show_variant(*r);
+  }
+  return k_exit_ok;
+}
+
+int cmd_switch(const Options& o, const std::string& cmd) {
+  auto s = connect(o);
+  if (!s) return fail(s.error());
+  auto target = resolve_target(*s, o.target);
+  if (!target) return fail(target.error());
+  auto r = s->request(json{{"cmd", cmd}, {"target", *target}});
+  if (!r) return fail(r.error());
+  if (o.json) {
+    print_json(*r);
+    return k_exit_ok;
+  }
+  if (cmd == "evict") {
+    uint64_t n = num<uint64_t>(*r, "evicted");
+    std::cout << "evicted " << n << " variant" << (n == 1 ? "" : "s") << " of " << o.target << "\n";
+  } else if (r->contains("key")) {
+    std::cout << "kernel " << demangle(str(*r, "name")) << " (" << str(*r, "key") << "): "
+              << (cmd == "disable" ? "disabled; the original runs everywhere"
+                                   : "enabled; verified variants may serve it again")
+              << "\n";
+  } else {
+    std::cout << "variant " << short_id(str(*r, "id")) << " of "
+              << kernel_display(str(*r, "kernel")) << ": " << str(*r, "state") << "\n";
+  }
+  return k_exit_ok;
+}
+
+// Write the bytes of `in` (from its start) to `file`: a temporary file next to it, then a rename
+// (with --force) or a link that fails when `file` appeared meanwhile.
+Result<uint64_t> write_export(int in, const std::string& file, bool force) {
+  fs::path target(file);
+  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string tmp = (dir / ("." + target.filename().string() + ".honectl-XXXXXX")).string();
+  int out = ::mkstemp(tmp.data());
+  if (out < 0)
+    return make_error("cannot create a file in " + dir.string() + ": " + std::strerror(errno));
+  OwnedFd guard(out);
+  auto cleanup = [&](const std::string& why) {
+    ::unlink(tmp.c_str());
+    return make_error(why);
+  };
+  if (::fchmod(out, 0644) != 0)
+    return cleanup("cannot set the mode of " + tmp + ": " + std::strerror(errno));
+  uint64_t total = 0;
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::pread(in, buf, sizeof buf, off_t(total));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      return cleanup(std::string("cannot read the export honed sent: ") + std::strerror(errno));
+    if (n == 0) break;
+    ssize_t off = 0;
+    while (off < n) {
+      ssize_t w = ::write(out, buf + off, size_t(n - off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return cleanup("cannot write " + file + ": " + std::strerror(errno));
+      off += w;
+    }
+    total += uint64_t(n);
+  }
+  if (::fsync(out) != 0) return cleanup("cannot write " + file + ": " + std::strerror(errno));
+  if (force) {
+    if (::rename(tmp.c_str(), file.c_str()) != 0) {
+      return cleanup("cannot replace " + file + ": " + std::strerror(errno));
+    }
+  } else {
+    if (::link(tmp.c_str(), file.c_str()) != 0) {
+      int err = errno;
+      return cleanup(err == EEXIST ? file + " exists; use --force to overwrite it"
+                                   : "cannot create " + file + ": " + std::strerror(err));
+    }
+    ::unlink(tmp.c_str());
+  }
+  return total;
+}
+
+int cmd_export(const Options& o) {
+  std::error_code ec;
+  if (!o.force && fs::exists(fs::symlink_status(o.file, ec))) {
+    return fail(o.file + " exists; use --force to overwrite it", k_exit_failed);
+  }
+  auto s = connect(o);
+  if (!s) return fail(s.error());
+  json req{{"cmd", "export"}};
+  if (!o.arch.empty()) req["arch"] = o.arch;
+  OwnedFd file;
+  auto r = s->request(req, -1, &file);
+  if (!r) return fail(r.error());
+  if (!file) return fail("honed answered the export without the file", k_exit_failed);
+  auto bytes = write_export(file.get(), o.file, o.force);
+  if (!bytes) return fail(bytes.error().message, k_exit_failed);
+  if (o.json) {
+    json j = *r;
+    j["file"] = o.file;
+    j["bytes"] = *bytes;
+    print_json(j);
+    return k_exit_ok;
+  }
+  uint64_t n = num<uint64_t>(*r, "variants");
+  std::cout << "exported " << n << " verified variant" << (n == 1 ? "" : "s")
+            << (o.arch.empty() ? "" : " for " + o.arch) << " to " << o.file << " ("
+            << human_bytes(*bytes) << ")\n";
+  return k_exit_ok;
+}
+
+int cmd_import(const Options& o) {
+  OwnedFd file(::open(o.file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!file) return fail("cannot open " + o.file + ": " + std::strerror(errno), k_exit_failed);
+  struct stat st {};
+  if (::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return fail(o.file + " is not a regular file", k_exit_failed);
+  }
+  auto s = connect(o);
+  if (!s) return fail(s.error());
+  auto r = s->request(json{{"cmd", "import"}}, file.get());
+  if (!r) return fail(o.file + ": " + r.error().message, r.error().code);
+  if (o.json) {
+    print_json(*r);
+    return k_exit_ok;
+  }
+  uint64_t imported = num<uint64_t>(*r, "imported");
+  std::cout << "imported " << imported << " variant" << (imported == 1 ? "" : "s") << " from "
+            << o.file << " (" << num<uint64_t>(*r, "already_present") << " already present, "
+            << num<uint64_t>(*r, "rejected") << " rejected)";
+  if (imported) std::cout << "; they serve once re-validated on this host";
+  std::cout << "\n";
+  for (const auto& p : r->value("problems", json::array())) {
+    std::cerr << "honectl: " << o.file << ": " << (p.is_string() ? p.get<std::string>() : p.dump())
+              << "\n";
+  }
+  return k_exit_ok;
+}
+
+int cmd_metrics(const Options& o) {
+  auto s = connect(o);
+  if (!s) return fail(s.error());
+  auto r = s->request(json{{"cmd", "metrics"}});
+  if (!r) return fail(r.error());
+  if (o.json) {
+    print_json(*r);
+  } else {
+    std::cout << str(*r, "text", "");
+  }
+  return k_exit_ok;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  o.socket = default_socket();
+  bool socket_given = std::getenv("HONE_SOCKET") && *std::getenv("HONE_SOCKET");
+
+  CLI::App app{"honectl: see what honed observed and optimized, and switch any of it off."};
+  app.set_version_flag("--version", std::string("honectl ") + k_version);
+  app.require_subcommand(1);
+  app.footer(k_exit_help);
+  auto socket_opt = [&](CLI::App* a) {
+    a->add_option("--socket", o.socket,
+                  "honed's socket (default: $HONE_SOCKET, else /run/hone/hone.sock)")
+        ->each([&](const std::string&) { socket_given = true; });
+  };
+  auto json_opt = [&](CLI::App* a, const char* what) { a->add_flag("--json", o.json, what); };
+  socket_opt(&app);
+
+  std::string target_help = "a kernel (its name, if unambiguous, or its key <image hex>:<entry>) "
+                            "or a variant (its id, or the first digits of it)";
+  std::map<std::string, CLI::App*> cmds;
+  auto add = [&](const char* name, const char* help) {
+    CLI::App* c = app.add_subcommand(name, help);
+    c->footer(k_exit_help);
+    socket_opt(c);
+    cmds[name] = c;
+    return c;
+  };
+
+  auto* status = add("status", "Daemon, processes, top kernels, variants and the store");
+  json_opt(status, "Print the daemon's JSON (schema hone.status/1)");
+  status->add_option("--top", o.top, "Kernels to show (default 10)");
+
+  auto* kernels = add("kernels", "Kernels ranked by estimated GPU time, summed over processes");
+  json_opt(kernels, "Print the daemon's JSON (schema hone.kernels/1)");
+
+  auto* variants = add("variants", "Variants in the store (of one kernel when KERNEL is given)");
+  variants->add_option("KERNEL", o.target, "a kernel name or key");
+  json_opt(variants, "Print the daemon's JSON (schema hone.variants/1)");
+
+  auto* show = add("show", "A kernel with its variants, or a variant with its evidence");
+  show->add_option("TARGET", o.target, target_help)->required();
+  json_opt(show, "Print the daemon's JSON");
+
+  auto* disable = add("disable", "Put a kernel (or one variant) back to the original, everywhere, "
+                                 "now; survives restarts");
+  disable->add_option("TARGET", o.target, target_help)->required();
+  json_opt(disable, "Print the daemon's JSON");
+
+  auto* enable = add("enable", "Undo disable");
+  enable->add_option("TARGET", o.target, target_help)->required();
+  json_opt(enable, "Print the daemon's JSON");
+
+  auto* evict = add("evict", "Remove a variant, or every variant of a kernel, from the store");
+  evict->add_option("TARGET", o.target, target_help)->required();
+  json_opt(evict, "Print the daemon's JSON");
+
+  auto* exp = add("export", "Write the verified variants to FILE (for `honectl import` elsewhere)");
+  exp->add_option("FILE", o.file, "the file to write (mode 0644)")->required();
+  exp->add_option("--arch", o.arch, "only variants for this architecture, e.g. sm_90");
+  exp->add_flag("--force", o.force, "overwrite FILE if it exists");
+  json_opt(exp, "Print the daemon's JSON");
+
+  auto* imp = add("import", "Add the variants of an export FILE (re-validated here before they "
+                            "serve)");
+  imp->add_option("FILE", o.file, "a file written by honectl export")->required();
+  json_opt(imp, "Print the daemon's JSON");
+
+  auto* metrics = add("metrics", "The Prometheus metrics honed exposes");
+  json_opt(metrics, "Print the daemon's JSON");
+
+  auto* doc = add("doctor", "Check the driver, the socket, the daemon, the store and the config, "
+                            "and say what to fix");
+  doc->add_option("--driver", o.driver,
+                  "driver library to try (default: $HONE_WORKER_DRIVER, else worker.driver)");
+  doc->add_option("--config", o.config, "config file to check (default /etc/hone/hone.toml)");
+  doc->add_option("--state-dir", o.state_dir, "read the store here when honed is down");
+  json_opt(doc, "Print the report as JSON (schema hone.doctor/1)");
+
+  // CLI11 reports a mistyped command as "a subcommand is required"; say what is wrong instead.
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--socket") {
+      ++i;
+      continue;
+    }
+    if (a.empty() || a[0] == '-') continue;
+    if (!cmds.count(a)) {
+      std::cerr << "honectl: unknown command '" << a << "' (honectl --help lists the commands)\n";
+      return k_exit_usage;
+    }
+    break;
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? k_exit_ok : k_exit_usage;
+  }
+
+  if (status->parsed()) return cmd_status(o);
+  if (kernels->parsed()) return cmd_kernels(o);
+  if (variants->parsed()) return cmd_variants(o);
+  if (show->parsed()) return cmd_show(o);
+  if (disable->parsed()) return cmd_switch(o, "disable");
+  if (enable->parsed()) return cmd_switch(o, "enable");
+  if (evict->parsed()) return cmd_switch(o, "evict");
+  if (exp->parsed()) return cmd_export(o);
+  if (imp->parsed()) return cmd_import(o);
+  if (metrics->parsed()) return cmd_metrics(o);
+  if (doc->parsed()) {
+    DoctorOptions d{o.socket, o.driver, o.config, o.state_dir, socket_given, o.json};
+    return doctor(d);
+  }
+  return k_exit_usage;
+}
