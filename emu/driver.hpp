@@ -172,6 +172,9 @@ struct Registry {
   std::unordered_map<Handle, std::unique_ptr<Event>> events;
   // cuMemHostAlloc flags of live pinned allocations, by base (cuMemHostGetFlags).
   std::unordered_map<uint64_t, unsigned> host_alloc_flags;
+  // The properties of each physical allocation of cuMemCreate (the memory itself is Memory's),
+  // kept while it lives (cuMemGetAllocationPropertiesFromHandle).
+  std::unordered_map<Handle, CUmemAllocationProp> vmm_props;
   Handle primary = 0; // device 0's primary context, created by cuInit, never erased
   int primary_refcount = 0;
   uint64_t next_id = 1;
@@ -239,7 +242,8 @@ CUresult current_context(Registry& r, Context*& out);
 // The current context, also failing with its sticky error if it has one.
 CUresult usable_context(Registry& r, Context*& out);
 
-// Free everything `ctx` owns: modules, functions, streams, events, device memory. Leaves the
+// Free everything `ctx` owns: modules, functions, streams, events, device memory, and the
+// virtual memory reservations and physical allocations made while it was current. Leaves the
 // context object itself alone.
 void release_context_resources(Registry& r, Context& ctx);
 

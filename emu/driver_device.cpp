@@ -214,6 +214,8 @@ int attribute_value(int attrib) {
     return -1;
   case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:
     return -1;
+  case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+    return 1;
   case CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID:
     return static_cast<int>((0x2330u << 16) | 0x10deu);
   default:

@@ -9,6 +9,8 @@
 
 #include "emu/log.hpp"
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 namespace hone::emu {
@@ -174,6 +176,26 @@ CUresult apply_attributes(Registry& r, Context& ctx, const LaunchArgs& a, bool& 
   return CUDA_SUCCESS;
 }
 
+// HONE_EMU_SCHEDULE_SEED, read at every launch, not once: the validation worker runs a kernel
+// twice under different seeds (setenv between the runs) to expose races. A getenv per launch
+// costs nothing next to interpreting the kernel. Unset, empty, 0 or not a number: the fixed
+// schedule. (This is the emulated driver, never the shim on an application's launch path.)
+uint64_t schedule_seed() {
+  const char* e = std::getenv("HONE_EMU_SCHEDULE_SEED");
+  if (e == nullptr || *e == '\0') return 0;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(e, &end, 0);
+  if (end == e || *end != '\0') {
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      log(LogLevel::warn, std::string("HONE_EMU_SCHEDULE_SEED=") + e +
+                              " is not a number; using the fixed schedule");
+    }
+    return 0;
+  }
+  return v;
+}
+
 const char* error_name(CUresult rc) {
   const char* name = nullptr;
   return cuGetErrorName(rc, &name) == CUDA_SUCCESS ? name : "CUDA_ERROR_?";
@@ -252,6 +274,7 @@ CUresult launch(const LaunchArgs& a) {
   request.dynamic_shared_bytes = a.shared_bytes;
   request.params = params;
   request.params_size = params_size;
+  request.schedule_seed = schedule_seed();
   LaunchOutcome outcome;
   try {
     outcome = kernel->launch(request);

@@ -24,6 +24,12 @@ bool inside_allocation(uint64_t addr, uint64_t bytes) {
   return a && a->contains(addr, bytes);
 }
 
+// Inside one allocation that may be written: not a mapping with read access only.
+bool inside_writable(uint64_t addr, uint64_t bytes) {
+  auto a = memory().find(addr);
+  return a && a->contains(addr, bytes) && !a->read_only;
+}
+
 // Which side of a copy a pointer is on: device memory (any allocation but pinned host memory),
 // or host memory (pinned, or any address the device does not know: pageable).
 enum class Side { device, host, bad };
@@ -57,7 +63,7 @@ CUresult copy(uint64_t dst, uint64_t src, size_t bytes, std::optional<CopyKind> 
     if (kind) {
       bool dst_device = *kind == CopyKind::host_to_device || *kind == CopyKind::device_to_device;
       bool src_device = *kind == CopyKind::device_to_host || *kind == CopyKind::device_to_device;
-      if (dst_device && !inside_allocation(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
+      if (dst_device && !inside_writable(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
       if (src_device && !inside_allocation(src, bytes)) return CUDA_ERROR_INVALID_VALUE;
       if (dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
     } else {
@@ -65,6 +71,7 @@ CUresult copy(uint64_t dst, uint64_t src, size_t bytes, std::optional<CopyKind> 
       Side sr = side_of(src, bytes);
       if (d == Side::bad || sr == Side::bad || dst == 0 || src == 0)
         return CUDA_ERROR_INVALID_VALUE;
+      if (d == Side::device && !inside_writable(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
       kind = copy_kind(d, sr);
     }
     uint64_t start = op_start(r, *ctx, *s);
@@ -96,7 +103,7 @@ CUresult memset_elements(uint64_t dst, uint32_t value, size_t count, unsigned el
     if (CUresult rc = resolve_stream(r, *ctx, hs, per_thread, s); rc != CUDA_SUCCESS) return rc;
     if (dst % elem_size != 0) return CUDA_ERROR_INVALID_VALUE;
     if (count == 0) return CUDA_SUCCESS;
-    if (!inside_allocation(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
+    if (!inside_writable(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
     uint64_t start = op_start(r, *ctx, *s);
     op_finish(*s, start + memset_ns(bytes));
     start_device_work(r);
@@ -224,8 +231,9 @@ CUresult pointer_attribute(Registry& r, const std::optional<Allocation>& a, uint
     put<bool>(data, false);
     break;
   case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
-    put<int>(data, a ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE
-                     : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
+    put<int>(data, !a            ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE
+                   : a->read_only ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ
+                                  : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE);
     break;
   case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
     put<CUmemoryPool>(data, nullptr);

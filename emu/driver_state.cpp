@@ -184,6 +184,8 @@ void release_context_resources(Registry& r, Context& ctx) {
   ctx.events.clear();
   memory().release_owner(ctx.memory_owner());
   std::erase_if(r.host_alloc_flags, [](const auto& entry) { return !memory().find(entry.first); });
+  std::erase_if(r.vmm_props,
+                [](const auto& entry) { return !memory().physical_alive(entry.first); });
   ctx.sticky = CUDA_SUCCESS;
   ctx.legacy.clock_ns = 0;
   ctx.host_clock_ns = 0;

@@ -133,6 +133,7 @@ struct BlockRunner::State {
   std::vector<uint8_t> local;
   std::vector<uint8_t> shared;
   std::vector<Warp> warps;
+  std::vector<uint32_t> order; // the seeded warp order (LaunchRequest::schedule_seed)
   Barrier bars[k_barriers];
   uint32_t exited = 0;
   uint64_t block_linear = 0;
@@ -193,8 +194,12 @@ struct BlockRunner::State {
         return buf;
       }
     }
-    std::snprintf(buf, sizeof buf, "%u-byte access at 0x%" PRIx64 " is outside every allocation",
-                  size, addr);
+    // Only on the fault path: the live state, not the launch's snapshot, names the likely cause.
+    const char* why = memory().access(addr) ? " (mapped, but cuMemSetAccess has not granted access)"
+                                            : "";
+    std::snprintf(buf, sizeof buf,
+                  "%u-byte access at 0x%" PRIx64 " is outside every allocation%s", size, addr,
+                  why);
     return buf;
   }
 
@@ -214,6 +219,11 @@ struct BlockRunner::State {
     if (write && a->kind == AllocKind::const_var) {
       fault(CUDA_ERROR_ILLEGAL_ADDRESS, "illegal address: write to constant memory: " +
                                             describe_global(addr, size),
+            in, warp, lane);
+    }
+    if (write && a->read_only) {
+      fault(CUDA_ERROR_ILLEGAL_ADDRESS, "illegal address: write to a mapping with read access "
+                                        "only (cuMemSetAccess): " + describe_global(addr, size),
             in, warp, lane);
     }
     return reinterpret_cast<uint8_t*>(addr);
@@ -613,17 +623,37 @@ struct BlockRunner::State {
     }
     exited = 0;
     for (auto& b : bars) b = Barrier{};
+    // The schedule: warps take turns in index order, k_slice steps each, unless a seed varies it
+    // (LaunchRequest::schedule_seed): then a seeded permutation of the warps, started at a seeded
+    // rotation each round, with turns of k_slice/8 to k_slice steps. Which warp runs when never
+    // changes what a race-free block computes, nor its cost (issue cycles and sectors are sums
+    // over the instructions each warp executes; only a warp that spins executes more or less).
+    uint64_t rng = 0;
+    const bool varied = L.schedule_seed != 0;
+    if (varied) {
+      rng = schedule_mix(L.schedule_seed ^ schedule_mix(block_linear));
+      order.resize(nwarps);
+      for (uint32_t i = 0; i < nwarps; ++i) order[i] = i;
+      for (uint32_t i = nwarps; i > 1; --i) std::swap(order[i - 1], order[next_random(rng) % i]);
+    }
     uint32_t done_warps = 0;
     while (true) {
       bool ran = false;
       done_warps = 0;
-      for (uint32_t wi = 0; wi < nwarps; ++wi) {
+      const uint32_t first = varied ? uint32_t(next_random(rng) % nwarps) : 0;
+      for (uint32_t turn = 0; turn < nwarps; ++turn) {
+        uint32_t wi = turn;
+        uint32_t slice = k_slice;
+        if (varied) {
+          wi = order[(first + turn) % nwarps];
+          slice = k_slice / 8 + uint32_t(next_random(rng) % (k_slice - k_slice / 8 + 1));
+        }
         Warp& w = warps[wi];
         if (!w.alive) {
           ++done_warps;
           continue;
         }
-        for (uint32_t s = 0; s < k_slice && (w.alive & ~w.waiting); ++s) {
+        for (uint32_t s = 0; s < slice && (w.alive & ~w.waiting); ++s) {
           step(wi);
           ran = true;
         }
@@ -632,6 +662,11 @@ struct BlockRunner::State {
       if (done_warps == nwarps) return true;
       if (!ran) return false; // every live thread waits at a barrier no one else will reach
     }
+  }
+
+  static uint64_t next_random(uint64_t& state) {
+    state += 0x9e3779b97f4a7c15ull;
+    return schedule_mix(state);
   }
 
   void flush_budget() {

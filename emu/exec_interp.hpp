@@ -18,6 +18,15 @@
 
 namespace hone::emu {
 
+// SplitMix64's output function: a bijective 64-bit mix, the source of every seeded schedule
+// decision (deterministic on every machine).
+inline uint64_t schedule_mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 // What every block of one launch shares.
 struct LaunchShared {
   const CompiledKernel* kernel = nullptr;
@@ -27,6 +36,7 @@ struct LaunchShared {
   const uint8_t* params = nullptr;
   const AllocationTable* table = nullptr;
   uint64_t instruction_budget = 0;
+  uint64_t schedule_seed = 0;            // LaunchRequest::schedule_seed
   std::atomic<uint64_t> instructions{0}; // thread-instructions executed so far, all blocks
   std::atomic<bool> abort{false};        // a block failed: others stop early
 };

@@ -8,6 +8,7 @@
 #include "ptx/parser.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -34,6 +35,46 @@ uint64_t default_budget() {
   }();
   return budget;
 }
+
+// The order blocks are handed to the pool in: block `at(i)` is the i-th to start. Without a seed
+// the grid order; with one, a seeded permutation of [0, n) that needs no memory (grids may have
+// 2^63 blocks): a 4-round Feistel network on the smallest even number of bits covering n, with
+// cycle-walking past values >= n, which keeps it a bijection on [0, n).
+class BlockOrder {
+public:
+  BlockOrder(uint64_t n, uint64_t seed) : m_n(n) {
+    if (seed == 0 || n < 2) return;
+    unsigned bits = unsigned(std::bit_width(n - 1));
+    m_half = (bits + 1) / 2;
+    m_mask = (uint64_t(1) << m_half) - 1;
+    uint64_t k = seed;
+    for (auto& key : m_keys) key = k = schedule_mix(k);
+  }
+
+  uint64_t at(uint64_t i) const {
+    if (m_half == 0) return i;
+    uint64_t x = i;
+    do x = feistel(x);
+    while (x >= m_n);
+    return x;
+  }
+
+private:
+  uint64_t feistel(uint64_t x) const {
+    uint64_t left = x >> m_half, right = x & m_mask;
+    for (uint64_t key : m_keys) {
+      uint64_t next = left ^ (schedule_mix(right ^ key) & m_mask);
+      left = right;
+      right = next;
+    }
+    return (left << m_half) | right;
+  }
+
+  uint64_t m_n;
+  unsigned m_half = 0; // 0: the identity
+  uint64_t m_mask = 0;
+  uint64_t m_keys[4] = {};
+};
 
 class KernelImpl final : public Kernel {
 public:
@@ -121,6 +162,7 @@ public:
     auto table = memory().snapshot();
     shared.table = table.get();
     shared.instruction_budget = r.instruction_budget ? r.instruction_budget : default_budget();
+    shared.schedule_seed = r.schedule_seed;
 
     const uint64_t blocks = g.count();
     unsigned workers = pool_workers();
@@ -133,7 +175,11 @@ public:
     std::mutex merge;
     uint64_t fail_block = UINT64_MAX;
     BlockResult failure;
-    parallel_for(blocks, [&](unsigned w, uint64_t i) {
+    const BlockOrder order(blocks, r.schedule_seed);
+    parallel_for(blocks, [&](unsigned w, uint64_t position) {
+      // `i` is the block's linear index: what it computes and, for the cost model, which SM it
+      // is charged to, whatever order it started in.
+      const uint64_t i = order.at(position);
       if (shared.abort.load(std::memory_order_relaxed)) return;
       try {
         if (!runners[w]) runners[w] = std::make_unique<BlockRunner>(shared);

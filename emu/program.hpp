@@ -70,6 +70,10 @@ struct LaunchRequest {
   size_t params_size = 0;
   // Thread-instructions one launch may execute before it ends with CUDA_ERROR_LAUNCH_TIMEOUT.
   uint64_t instruction_budget = 0; // 0: the executor's default (HONE_EMU_INSTRUCTION_BUDGET)
+  // Non-zero: vary the schedule deterministically from this seed (the order blocks start in, the
+  // order warps take turns, the length of a turn), so that results depending on the order of
+  // racing accesses change with it. 0: the fixed schedule. The modeled time never depends on it.
+  uint64_t schedule_seed = 0;
 };
 
 struct LaunchOutcome {

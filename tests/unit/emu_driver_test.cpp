@@ -162,6 +162,57 @@ constexpr const char* k_unsupported_ptx = R"(
 }
 )";
 
+// Kernels whose results depend on the order of racing accesses (HONE_EMU_SCHEDULE_SEED).
+constexpr const char* k_racy_ptx = R"(
+.version 8.0
+.target sm_90
+.address_size 64
+
+// Each block takes a ticket and writes its index at it: out lists the blocks in the order they
+// ran. Launched with one thread per block.
+.visible .entry ticket(.param .u64 counter, .param .u64 out)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [counter];
+    ld.param.u64 %rd2, [out];
+    atom.global.add.u32 %r1, [%rd1], 1;
+    mov.u32 %r2, %ctaid.x;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r2;
+    ret;
+}
+
+// Lane 0 of every warp writes its warp index to one shared slot, with no barrier between the
+// writes; after a barrier thread 0 copies the slot out: the warp that wrote last.
+.visible .entry last_writer(.param .u64 out)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<4>;
+    .shared .align 4 .u32 slot;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    shr.u32 %r2, %r1, 5;
+    and.b32 %r3, %r1, 31;
+    setp.ne.u32 %p1, %r3, 0;
+    @%p1 bra SYNC;
+    st.shared.u32 [slot], %r2;
+SYNC:
+    bar.sync 0;
+    setp.ne.u32 %p2, %r1, 0;
+    @%p2 bra DONE;
+    ld.shared.u32 %r4, [slot];
+    mov.u32 %r5, %ctaid.x;
+    mul.wide.u32 %rd2, %r5, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r4;
+DONE:
+    ret;
+}
+)";
+
 // --- helpers
 // ------------------------------------------------------------------------------------------
 
@@ -404,6 +455,104 @@ int probe_log() {
   return 0;
 }
 
+// HONE_EMU_SCHEDULE_SEED as the validation worker sets it between runs: nullptr unsets it.
+void set_schedule_seed(const char* seed) {
+  if (seed == nullptr) {
+    unsetenv("HONE_EMU_SCHEDULE_SEED");
+  } else {
+    setenv("HONE_EMU_SCHEDULE_SEED", seed, 1);
+  }
+}
+
+// One racy launch under `seed`: its output and its modeled time.
+struct RacyRun {
+  std::vector<uint32_t> out;
+  float ms = -1;
+  bool ok = false;
+};
+
+constexpr unsigned k_ticket_blocks = 1000; // not a power of two: the permutation cycle-walks
+constexpr unsigned k_writer_blocks = 16;
+constexpr unsigned k_writer_warps = 8;
+
+RacyRun run_racy(CUmodule m, const char* kernel, const char* seed) {
+  RacyRun run;
+  const bool tickets = std::strcmp(kernel, "ticket") == 0;
+  const unsigned blocks = tickets ? k_ticket_blocks : k_writer_blocks;
+  CUfunction f = nullptr;
+  CUdeviceptr counter = 0, out = 0;
+  CUevent start = nullptr, end = nullptr;
+  if (cuModuleGetFunction(&f, m, kernel) != CUDA_SUCCESS ||
+      cuMemAlloc(&counter, 4) != CUDA_SUCCESS || cuMemAlloc(&out, blocks * 4) != CUDA_SUCCESS || cuMemsetD32(counter, 0, 1) != CUDA_SUCCESS ||
+      cuMemsetD32(out, 0xffffffffu, blocks) != CUDA_SUCCESS ||
+      cuEventCreate(&start, 0) != CUDA_SUCCESS || cuEventCreate(&end, 0) != CUDA_SUCCESS)
+    return run;
+  set_schedule_seed(seed);
+  void* ticket_args[] = {&counter, &out};
+  void* writer_args[] = {&out};
+  const unsigned threads = tickets ? 1 : k_writer_warps * 32;
+  bool launched = cuEventRecord(start, nullptr) == CUDA_SUCCESS &&
+                  cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, nullptr,
+                                 tickets ? ticket_args : writer_args, nullptr) == CUDA_SUCCESS &&
+                  cuEventRecord(end, nullptr) == CUDA_SUCCESS;
+  set_schedule_seed(nullptr);
+  run.out.resize(blocks);
+  run.ok = launched && cuCtxSynchronize() == CUDA_SUCCESS &&
+           cuMemcpyDtoH(run.out.data(), out, blocks * 4) == CUDA_SUCCESS &&
+           cuEventElapsedTime(&run.ms, start, end) == CUDA_SUCCESS;
+  cuMemFree(counter);
+  cuMemFree(out);
+  cuEventDestroy(start);
+  cuEventDestroy(end);
+  return run;
+}
+
+// On one executor thread (HONE_EMU_THREADS=1), racy kernels give the fixed schedule's result
+// without a seed, one result per seed, and a different one for seeds 1 and 2; the modeled time
+// never changes.
+int probe_schedule() {
+  set_schedule_seed(nullptr);
+  PROBE_CHECK(cuInit(0) == CUDA_SUCCESS);
+  CUcontext ctx = nullptr;
+  PROBE_CHECK(cuCtxCreate(&ctx, nullptr, 0, 0) == CUDA_SUCCESS);
+  CUmodule m = nullptr;
+  PROBE_CHECK(cuModuleLoadData(&m, k_racy_ptx) == CUDA_SUCCESS);
+
+  // Blocks in grid order without a seed; a permutation of them with one.
+  RacyRun fixed = run_racy(m, "ticket", nullptr);
+  PROBE_CHECK(fixed.ok);
+  for (uint32_t i = 0; i < k_ticket_blocks; ++i) PROBE_CHECK(fixed.out[i] == i);
+  RacyRun one = run_racy(m, "ticket", "1");
+  RacyRun one_again = run_racy(m, "ticket", "1");
+  RacyRun two = run_racy(m, "ticket", "2");
+  PROBE_CHECK(one.ok && one_again.ok && two.ok);
+  PROBE_CHECK(one.out == one_again.out);
+  PROBE_CHECK(one.out != two.out);
+  PROBE_CHECK(one.out != fixed.out);
+  std::vector<uint32_t> sorted = one.out;
+  std::sort(sorted.begin(), sorted.end());
+  PROBE_CHECK(sorted == fixed.out); // every block ran once
+  PROBE_CHECK(one.ms == fixed.ms && two.ms == fixed.ms);
+  // 0 and what is not a number mean the fixed schedule.
+  PROBE_CHECK(run_racy(m, "ticket", "0").out == fixed.out);
+  PROBE_CHECK(run_racy(m, "ticket", "not-a-seed").out == fixed.out);
+
+  // Warps of a block: in index order without a seed, so warp 7 writes last everywhere.
+  RacyRun writers = run_racy(m, "last_writer", nullptr);
+  PROBE_CHECK(writers.ok);
+  for (uint32_t w : writers.out) PROBE_CHECK(w == k_writer_warps - 1);
+  RacyRun w1 = run_racy(m, "last_writer", "1");
+  RacyRun w1_again = run_racy(m, "last_writer", "1");
+  RacyRun w2 = run_racy(m, "last_writer", "2");
+  PROBE_CHECK(w1.ok && w1_again.ok && w2.ok);
+  PROBE_CHECK(w1.out == w1_again.out);
+  PROBE_CHECK(w1.out != w2.out);
+  PROBE_CHECK(w1.out != writers.out);
+  for (uint32_t w : w1.out) PROBE_CHECK(w < k_writer_warps);
+  PROBE_CHECK(w1.ms == writers.ms && w2.ms == writers.ms);
+  return 0;
+}
+
 // Runs before main() in a probe child: the checks, then exit with their result.
 const int k_probe_ran = [] {
   const char* probe = std::getenv("HONE_EMU_DRIVER_TEST_PROBE");
@@ -415,6 +564,7 @@ const int k_probe_ran = [] {
   int rc = 99;
   if (std::strcmp(probe, "not_initialized") == 0) rc = probe_not_initialized();
   if (std::strcmp(probe, "log") == 0) rc = probe_log();
+  if (std::strcmp(probe, "schedule") == 0) rc = probe_schedule();
   std::fflush(stderr);
   _exit(rc);
 }();
@@ -453,6 +603,12 @@ TEST(DriverProcess, LogOffIsSilent) {
   ChildResult r = run_probe("log", {"HONE_EMU_LOG=off"});
   ASSERT_EQ(0, r.exit_code) << r.stderr_text;
   EXPECT_EQ("", r.stderr_text);
+}
+
+TEST(DriverProcess, TheScheduleSeedVariesRacyResultsDeterministically) {
+  ChildResult r = run_probe("schedule", {"HONE_EMU_THREADS=1"});
+  EXPECT_EQ(0, r.exit_code) << "failed check at emu_driver_test.cpp line " << r.exit_code << "\n"
+                            << r.stderr_text;
 }
 
 TEST_F(Driver, VersionAndDevice) {
@@ -536,6 +692,7 @@ TEST_F(Driver, DeviceAttributes) {
       {CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 1},
       {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 0},
       {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0},
+      {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1},
   };
   for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; ++a) {
     int v = -12345;
@@ -1806,6 +1963,29 @@ TEST_F(Driver, KernelTimingIsMonotonicAndDeterministic) {
   EXPECT_GT(first[1], 0.0f);
   EXPECT_FLOAT_EQ(2 * first[1], first[2]); // two launches take twice one
   EXPECT_EQ(first, second);
+}
+
+TEST_F(Driver, TheScheduleSeedLeavesRaceFreeResultsAndTimesAlone) {
+  CUfunction f = function(load(k_vec_add_ptx), "vec_add");
+  CUevent a = nullptr, b = nullptr;
+  CU_OK(cuEventCreate(&a, 0));
+  CU_OK(cuEventCreate(&b, 0));
+  std::vector<float> results[3];
+  float ms[3] = {};
+  const char* seeds[3] = {nullptr, "1", "0x5eed"};
+  for (int i = 0; i < 3; ++i) {
+    set_schedule_seed(seeds[i]);
+    CU_OK(cuEventRecord(a, nullptr));
+    results[i] = vec_add(f, 50003); // 391 blocks, on every executor thread
+    CU_OK(cuEventRecord(b, nullptr));
+    ms[i] = elapsed(a, b);
+  }
+  set_schedule_seed(nullptr);
+  EXPECT_TRUE(vec_add_ok(results[0]));
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+  EXPECT_EQ(ms[0], ms[1]);
+  EXPECT_EQ(ms[0], ms[2]);
 }
 
 TEST_F(Driver, PerThreadDefaultStreamEntryPoints) {
