@@ -181,6 +181,7 @@ private:
     uint8_t access = k_access_none;
     bool used_as_address = false;
     bool escapes = false;
+    std::vector<Type> types{};
   };
 
   const Function& m_f;
@@ -342,9 +343,13 @@ private:
             auto it = m_reg_ids.find(o.name);
             if (it != m_reg_ids.end()) {
               uint8_t a = address_access(*inst, i);
+              Type t = inst->last_type();
               for_each_source(m_taint[it->second], [&](Source& s) {
                 s.used_as_address = true;
                 s.access |= a;
+                if (t != Type::none && std::find(s.types.begin(), s.types.end(), t) == s.types.end()) {
+                  s.types.push_back(t);
+                }
               });
             }
           }
@@ -368,15 +373,20 @@ private:
       auto it = std::find_if(ptrs.begin(), ptrs.end(),
                              [&](const PointerUse& u) { return u.offset == s.offset; });
       if (it == ptrs.end()) {
-        ptrs.push_back({s.offset, access, s.escapes});
+        ptrs.push_back({s.offset, access, s.escapes, s.types});
       } else {
         it->access |= access;
         it->escapes = it->escapes || s.escapes;
+        it->types.insert(it->types.end(), s.types.begin(), s.types.end());
       }
     }
     for (auto& p : m_params) {
       std::sort(p.pointers.begin(), p.pointers.end(),
                 [](const PointerUse& a, const PointerUse& b) { return a.offset < b.offset; });
+      for (auto& u : p.pointers) {
+        std::sort(u.types.begin(), u.types.end());
+        u.types.erase(std::unique(u.types.begin(), u.types.end()), u.types.end());
+      }
     }
   }
 };

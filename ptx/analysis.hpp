@@ -29,6 +29,9 @@ struct PointerUse {
   uint32_t offset = 0;
   uint8_t access = k_access_none;
   bool escapes = false; // its uses could not all be followed: access is the conservative rw
+  // Element types of the memory instructions (ld, st, atom, red, ...) whose address derives from
+  // it, sorted and unique: what the kernel reads and writes through it (`ld.global.v4.f32`: f32).
+  std::vector<Type> types{};
 };
 
 struct ParamInfo {
