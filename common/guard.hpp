@@ -13,7 +13,8 @@
 namespace hone {
 
 struct ScalarGuard {
-  uint32_t offset = 0;       // byte offset in the parameter buffer
+  uint32_t param = 0;        // index of the parameter (kernelParams launches)
+  uint32_t offset = 0;       // its byte offset in the parameter buffer (extra-buffer launches)
   std::string bytes;         // the exact bytes the parameter must hold
   friend bool operator==(const ScalarGuard&, const ScalarGuard&) = default;
 };
@@ -31,6 +32,7 @@ inline void encode(wire::Writer& w, const Guard& g) {
   for (auto v : g.block) w.u32(v);
   w.u32(uint32_t(g.scalars.size()));
   for (const auto& s : g.scalars) {
+    w.u32(s.param);
     w.u32(s.offset);
     w.str(s.bytes);
   }
@@ -39,9 +41,10 @@ inline void encode(wire::Writer& w, const Guard& g) {
 
 inline bool decode(wire::Reader& r, Guard& g) {
   for (auto& v : g.block) v = r.u32();
-  uint32_t n = r.count(4096, 8);
+  uint32_t n = r.count(4096, 12);
   g.scalars.resize(n);
   for (auto& s : g.scalars) {
+    s.param = r.u32();
     s.offset = r.u32();
     s.bytes = r.str(4096);
     if (!r.ok()) break;

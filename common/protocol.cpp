@@ -160,6 +160,8 @@ void encode(wire::Writer& w, const Stats& m) {
     w.u64(k.launches);
     w.u64(k.sampled);
     w.u64(k.sampled_ns);
+    w.u64(k.variant_launches);
+    w.u64(k.fallbacks);
     for (auto v : k.grid) w.u32(v);
     for (auto v : k.block) w.u32(v);
   }
@@ -167,17 +169,20 @@ void encode(wire::Writer& w, const Stats& m) {
 
 bool decode(wire::Reader& r, Stats& m) {
   m.uptime_ns = r.u64();
-  uint32_t n = r.count(1u << 16, 8 * 4 + 24);
+  uint32_t n = r.count(1u << 16, 8 * 6 + 24);
   m.kernels.resize(n);
   for (auto& k : m.kernels) {
     k.id = r.u64();
     k.launches = r.u64();
     k.sampled = r.u64();
     k.sampled_ns = r.u64();
+    k.variant_launches = r.u64();
+    k.fallbacks = r.u64();
     for (auto& v : k.grid) v = r.u32();
     for (auto& v : k.block) v = r.u32();
     if (!r.ok()) break;
     if (k.sampled > k.launches) r.fail("more sampled launches than launches");
+    if (k.variant_launches > k.launches) r.fail("more variant launches than launches");
   }
   return r.ok();
 }
@@ -232,6 +237,97 @@ bool decode(wire::Reader& r, Image& m) {
   return r.ok();
 }
 
+namespace {
+void put_key(wire::Writer& w, const KernelKey& k) {
+  put_hash(w, k.image);
+  w.str(k.entry);
+}
+KernelKey get_key(wire::Reader& r) {
+  KernelKey k;
+  k.image = get_hash(r);
+  k.entry = r.str(k_max_name);
+  return k;
+}
+void put_strings(wire::Writer& w, const std::vector<std::string>& v) {
+  w.u32(uint32_t(v.size()));
+  for (const auto& s : v) w.str(s);
+}
+std::vector<std::string> get_strings(wire::Reader& r) {
+  std::vector<std::string> v;
+  uint32_t n = r.count(256, 4);
+  for (uint32_t i = 0; i < n && r.ok(); ++i) v.push_back(r.str(4096));
+  return v;
+}
+} // namespace
+
+void encode(wire::Writer& w, const CaptureRequest& m) {
+  w.u64(m.request);
+  w.u64(m.kernel);
+  w.u32(m.launches);
+  w.u64(m.max_bytes);
+  w.boolean(m.with_outputs);
+}
+
+bool decode(wire::Reader& r, CaptureRequest& m) {
+  m.request = r.u64();
+  m.kernel = r.u64();
+  m.launches = r.u32();
+  m.max_bytes = r.u64();
+  m.with_outputs = r.boolean();
+  if (r.ok() && (m.launches == 0 || m.launches > 64)) r.fail("capture launches out of range");
+  return r.ok();
+}
+
+void encode(wire::Writer& w, const InstallVariant& m) {
+  put_key(w, m.kernel);
+  put_hash(w, m.variant.h);
+  w.u8(uint8_t(m.format));
+  w.u64(m.size);
+  w.str(m.entry);
+  put_strings(w, m.jit_options);
+  encode(w, m.guard);
+}
+
+bool decode(wire::Reader& r, InstallVariant& m) {
+  m.kernel = get_key(r);
+  m.variant.h = get_hash(r);
+  uint8_t f = r.u8();
+  if (f > 3) r.fail("unknown image format");
+  m.format = ImageFormat(f);
+  m.size = r.u64();
+  m.entry = r.str(k_max_name);
+  m.jit_options = get_strings(r);
+  decode(r, m.guard);
+  if (r.ok() && m.entry.empty()) r.fail("variant without an entry");
+  return r.ok();
+}
+
+void encode(wire::Writer& w, const RemoveVariant& m) {
+  put_key(w, m.kernel);
+  put_hash(w, m.variant.h);
+}
+
+bool decode(wire::Reader& r, RemoveVariant& m) {
+  m.kernel = get_key(r);
+  m.variant.h = get_hash(r);
+  return r.ok();
+}
+
+void encode(wire::Writer& w, const VariantStatus& m) {
+  put_key(w, m.kernel);
+  put_hash(w, m.variant.h);
+  w.boolean(m.installed);
+  w.str(m.message);
+}
+
+bool decode(wire::Reader& r, VariantStatus& m) {
+  m.kernel = get_key(r);
+  m.variant.h = get_hash(r);
+  m.installed = r.boolean();
+  m.message = r.str(k_max_name);
+  return r.ok();
+}
+
 const char* type_name(MsgType t) {
   switch (t) {
   case MsgType::hello: return "hello";
@@ -243,6 +339,13 @@ const char* type_name(MsgType t) {
   case MsgType::image: return "image";
   case MsgType::image_request: return "image_request";
   case MsgType::control: return "control";
+  case MsgType::capture: return "capture";
+  case MsgType::variant_status: return "variant_status";
+  case MsgType::capture_request: return "capture_request";
+  case MsgType::install_variant: return "install_variant";
+  case MsgType::remove_variant: return "remove_variant";
+  case MsgType::job: return "job";
+  case MsgType::verdict: return "verdict";
   }
   return "unknown";
 }

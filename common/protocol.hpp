@@ -6,6 +6,8 @@
 // the frame (SCM_RIGHTS), and the frame says how many bytes it holds.
 #pragma once
 
+#include "common/capture.hpp"
+#include "common/guard.hpp"
 #include "common/identity.hpp"
 #include "common/wire.hpp"
 
@@ -35,8 +37,16 @@ enum class MsgType : uint16_t {
   kernels = 10,   // kernels first seen since the last report
   stats = 11,     // launch counters and sampled device time
   image = 12,     // an image's bytes (memfd) and, when known, its NVRTC source
+  capture = 13,   // a captured launch (Capture; data in the memfd)
+  variant_status = 14, // a variant installed, refused or removed in the process
   // daemon requests (daemon -> shim)
   image_request = 20,
+  capture_request = 21,
+  install_variant = 22, // image in the memfd
+  remove_variant = 23,
+  // worker (daemon <-> honed worker)
+  job = 30,       // daemon -> worker: the job bundle in the memfd
+  verdict = 31,   // worker -> daemon
   // control (honectl <-> daemon): request and response share a type
   control = 40,
 };
@@ -114,7 +124,9 @@ struct Kernels {
 
 struct KernelStats {
   uint64_t id = 0;
-  uint64_t launches = 0;      // cumulative since the kernel was seen
+  uint64_t launches = 0;      // cumulative since the kernel was seen (including variant launches)
+  uint64_t variant_launches = 0; // of those, served by an installed variant
+  uint64_t fallbacks = 0;     // variant launches that failed and ran the original instead
   uint64_t sampled = 0;       // launches timed with events, cumulative
   uint64_t sampled_ns = 0;    // their device time, cumulative
   std::array<uint32_t, 3> grid{};  // of the last launch
@@ -146,6 +158,39 @@ struct Image {
   std::optional<SourceInfo> source;
 };
 
+// Capture the next `launches` launches of kernel `kernel` (the shim's id).
+struct CaptureRequest {
+  uint64_t request = 0;
+  uint64_t kernel = 0;
+  uint32_t launches = 1;
+  uint64_t max_bytes = 256ull << 20; // per capture; larger ones are skipped and reported
+  bool with_outputs = false;         // also copy the buffers right after the launch
+};
+
+// Serve launches of `kernel` that pass `guard` with `entry` of the image in the memfd.
+struct InstallVariant {
+  KernelKey kernel;
+  VariantId variant;
+  ImageFormat format = ImageFormat::ptx;
+  uint64_t size = 0;
+  std::string entry;
+  std::vector<std::string> jit_options;
+  Guard guard;
+};
+
+// Stop serving `variant` (all variants of the kernel when it is zero).
+struct RemoveVariant {
+  KernelKey kernel;
+  VariantId variant;
+};
+
+struct VariantStatus {
+  KernelKey kernel;
+  VariantId variant;
+  bool installed = false;   // false: refused (message says why) or removed
+  std::string message;
+};
+
 void encode(wire::Writer& w, const Hello& m);
 void encode(wire::Writer& w, const HelloAck& m);
 void encode(wire::Writer& w, const ErrorMsg& m);
@@ -153,6 +198,10 @@ void encode(wire::Writer& w, const Kernels& m);
 void encode(wire::Writer& w, const Stats& m);
 void encode(wire::Writer& w, const ImageRequest& m);
 void encode(wire::Writer& w, const Image& m);
+void encode(wire::Writer& w, const CaptureRequest& m);
+void encode(wire::Writer& w, const InstallVariant& m);
+void encode(wire::Writer& w, const RemoveVariant& m);
+void encode(wire::Writer& w, const VariantStatus& m);
 
 // Decoders read the whole payload; trailing bytes are ignored (fields a newer peer appended).
 bool decode(wire::Reader& r, Hello& m);
@@ -162,6 +211,10 @@ bool decode(wire::Reader& r, Kernels& m);
 bool decode(wire::Reader& r, Stats& m);
 bool decode(wire::Reader& r, ImageRequest& m);
 bool decode(wire::Reader& r, Image& m);
+bool decode(wire::Reader& r, CaptureRequest& m);
+bool decode(wire::Reader& r, InstallVariant& m);
+bool decode(wire::Reader& r, RemoveVariant& m);
+bool decode(wire::Reader& r, VariantStatus& m);
 
 // A whole frame: header plus payload, ready to send.
 std::string frame(MsgType type, uint32_t seq, const wire::Writer& payload, uint16_t flags = 0);

@@ -86,7 +86,7 @@ TEST(Protocol, MessagesRoundTrip) {
 
   Stats st;
   st.uptime_ns = 99;
-  st.kernels.push_back({7, 100, 3, 4500, {10, 1, 1}, {256, 1, 1}});
+  st.kernels.push_back({7, 100, 40, 2, 3, 4500, {10, 1, 1}, {256, 1, 1}});
   Stats st2 = round_trip(st);
   ASSERT_EQ(st2.kernels.size(), 1u);
   EXPECT_EQ(st2.kernels[0].launches, 100u);
@@ -106,7 +106,7 @@ TEST(Protocol, MessagesRoundTrip) {
 
 TEST(Protocol, RejectsInconsistentMessages) {
   Stats st;
-  st.kernels.push_back({1, 2, 3, 0, {}, {}}); // more sampled than launched
+  st.kernels.push_back({1, 2, 0, 0, 3, 0, {}, {}}); // more sampled than launched
   wire::Writer w;
   encode(w, st);
   wire::Reader r(w.out());

@@ -1,0 +1,109 @@
+// The work honed hands a worker (DESIGN.md, "Validation", "Benchmark"): one candidate of one
+// kernel, the original to hold it to, and the captured launches to run both on; and the verdict
+// that comes back.
+//
+// A job travels as one sealed memfd, the bundle: "HJOB", a format version, the encoded Job, then
+// the data of each capture, in order.
+#pragma once
+
+#include "common/capture.hpp"
+#include "common/guard.hpp"
+#include "common/identity.hpp"
+#include "common/protocol.hpp"
+#include "common/result.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hone {
+
+enum class CandidateKind : uint8_t {
+  ptx = 0,  // PTX text, loaded with the JIT options
+  cuda = 1, // CUDA C++ source, compiled with NVRTC (nvrtc_options) for the device
+  cubin = 2,
+};
+
+enum class Comparison : uint8_t {
+  bitwise = 0,   // every byte of every buffer equal: re-JIT, launch bounds, most specializations
+  tolerance = 1, // floating-point elements within Tolerance; integers and the rest still exact
+};
+
+struct Tolerance {
+  double f32_rel = 1e-5, f32_abs = 1e-6;
+  double f64_rel = 1e-12, f64_abs = 1e-14;
+  double f16_rel = 1e-2, f16_abs = 1e-3; // also bf16
+};
+
+struct BenchSettings {
+  uint32_t warmup = 3;       // runs of each before measuring
+  uint32_t runs = 21;        // measured runs of each, interleaved original/candidate
+  double min_speedup = 1.05; // accepted only when faster than this ...
+  double noise_factor = 3;   // ... by more than this many times the measured noise
+  double suspicious = 10;    // speedups above this are re-validated and re-measured first
+};
+
+struct Job {
+  uint64_t id = 0;
+  KernelKey kernel;
+  proto::ImageFormat original_format = proto::ImageFormat::ptx;
+  std::string original_image; // as the application loaded it (PTX text with its NUL, cubin, fatbin)
+  std::string original_entry;
+  CandidateKind kind = CandidateKind::ptx;
+  std::string candidate;      // PTX text, CUDA source or cubin
+  std::string candidate_entry;
+  std::vector<std::string> jit_options;   // "name=value", CUjit_option names without CU_JIT_
+  std::vector<std::string> nvrtc_options; // for kind cuda
+  Comparison comparison = Comparison::bitwise;
+  Tolerance tolerance;
+  BenchSettings bench;
+  Guard guard;                // the candidate serves only launches that pass it
+  std::vector<Capture> captures;
+};
+
+enum class VerdictKind : uint8_t {
+  verified = 0,
+  compile_error = 1,   // NVRTC or the JIT refused the candidate (log in the message)
+  load_error = 2,      // the module loaded but the entry is missing or its parameters differ
+  launch_error = 3,    // the candidate's launch failed (resources, shape)
+  illegal_address = 4, // it read or wrote outside its buffers (or misaligned)
+  timeout = 5,         // it ran past the watchdog
+  mismatch = 6,        // a buffer differs from the original's (buffer, index, got, want)
+  nondeterministic = 7, // two runs of the candidate on the same input differ
+  not_faster = 8,
+  suspicious = 9,      // a huge speedup that did not survive re-checking
+  unsupported = 10,    // the job cannot be run here (e.g. buffers holding pointers to others)
+  internal = 11,       // the worker failed; not the candidate's fault
+};
+
+const char* to_string(VerdictKind k);
+
+struct Verdict {
+  uint64_t job = 0;
+  VerdictKind kind = VerdictKind::internal;
+  std::string message;
+  double original_ns = 0;   // median of the measured runs
+  double candidate_ns = 0;
+  double speedup = 0;
+  double noise = 0;         // relative spread of the measurements
+  uint32_t captures_used = 0;
+  Comparison comparison = Comparison::bitwise;
+  std::string evidence_json;
+  std::string compiled_ptx; // for a CUDA candidate: the PTX NVRTC made of it (what would serve)
+};
+
+void encode(wire::Writer& w, const Job& j);
+bool decode(wire::Reader& r, Job& j);
+void encode(wire::Writer& w, const Verdict& v);
+bool decode(wire::Reader& r, Verdict& v);
+
+// The bundle: the job and its capture data, as written to (and read from) a memfd.
+std::string encode_bundle(const Job& job, const std::vector<std::string_view>& capture_data);
+struct Bundle {
+  Job job;
+  std::vector<std::string_view> capture_data; // views into `bytes`
+  std::string bytes;
+};
+Result<Bundle> decode_bundle(std::string bytes);
+
+} // namespace hone
