@@ -27,6 +27,7 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -57,13 +58,17 @@ enum class Kind : uint8_t {
   string,  // std::string accepted by `check`
   path,    // std::filesystem::path accepted by `check`
   id_list, // std::vector<uint32_t>, each in [min, max]; in the environment, comma-separated
+  boolean, // bool: TOML true/false; in the environment and flags also 1/0, yes/no, on/off
+  number,  // double in [number_min, number_max]: a TOML float or integer; never NaN or infinite
 };
 
 using StringField = std::string& (*)(Config&);
 using PathField = fs::path& (*)(Config&);
 using U32Field = uint32_t& (*)(Config&);
 using ListField = std::vector<uint32_t>& (*)(Config&);
-using Field = std::variant<StringField, PathField, U32Field, ListField>;
+using BoolField = bool& (*)(Config&);
+using DoubleField = double& (*)(Config&);
+using Field = std::variant<StringField, PathField, U32Field, ListField, BoolField, DoubleField>;
 
 // True when a string value is acceptable; may say why not in `note` (shown after the value).
 using Check = bool (*)(std::string_view value, std::string& note);
@@ -76,6 +81,8 @@ struct Key {
   Field field;
   uint64_t min = 0; // integer, id_list
   uint64_t max = 0;
+  double number_min = 0; // number
+  double number_max = 0;
   Check check = nullptr;     // string, path
   std::string_view expect{}; // string, path: what is accepted, after "must be"
   std::string_view why{};    // appended to the expectation in errors: the reason for a limit
@@ -186,6 +193,24 @@ constexpr Section k_sections[] = {
      "The worker processes that compile, validate and benchmark on the GPU (one per GPU)."},
     {"log", "Messages on standard error (the journal under systemd)."},
     {"metrics", "Prometheus metrics. `honectl status` shows the same figures over the socket."},
+    {"optimizer",
+     "Which kernels honed works on by itself, and when. Shims report how often each kernel\n"
+     "runs; a kernel launched at least hot_min_launches times (all processes together) and\n"
+     "among the hot_top kernels by estimated GPU time is captured and given to the built-in\n"
+     "strategies in the background. No variant reaches an application before it has passed\n"
+     "[validation]."},
+    {"capture",
+     "Shadow inputs: copies of the parameters and device buffers of real launches, which the\n"
+     "workers replay to prove a candidate equal to the original. They are production data:\n"
+     "honed keeps them in memory, within max_mb each and total_mb in all, never logs their\n"
+     "contents, and writes them to disk only with persist = true (files of mode 0600 under\n"
+     "the state directory)."},
+    {"validation",
+     "How a candidate proves itself before it is used. It must produce the same outputs as\n"
+     "the original on every captured launch (bit for bit, unless its strategy's candidates\n"
+     "change floating-point results and need the tolerances below), twice, so that a race\n"
+     "shows up as two runs that differ. Then the original and the candidate are benchmarked\n"
+     "interleaved on the same input, and the candidate is kept only when clearly faster."},
 };
 
 // clang-format off
@@ -273,6 +298,111 @@ const Key k_keys[] = {
             "and kernels on this host; scrape it locally or through an authenticating proxy)",
      .doc = "Address and port to serve /metrics on over HTTP, loopback only (127.0.0.0/8 or\n"
             "[::1]): it has no authentication. Empty: not served."},
+    {.section = "optimizer", .name = "enabled", .kind = Kind::boolean,
+     .field = HONE_FIELD(optimizer.enabled),
+     .doc = "Optimize hot kernels automatically with the built-in strategies. false: kernels\n"
+            "are still observed, but honed starts no optimization work by itself."},
+    {.section = "optimizer", .name = "hot_min_launches", .kind = Kind::integer,
+     .field = HONE_FIELD(optimizer.hot_min_launches),
+     .min = 1, .max = 1000000000,
+     .doc = "Launches of a kernel, counted over all processes, before it is worth optimizing.\n"
+            "Lower it for kernels of short jobs; raise it to leave rarely run kernels alone."},
+    {.section = "optimizer", .name = "hot_top", .kind = Kind::integer,
+     .field = HONE_FIELD(optimizer.hot_top),
+     .min = 1, .max = 1000,
+     .doc = "Only this many kernels are optimized: those with the most estimated GPU time\n"
+            "(launches times sampled duration). More spreads the GPU time that validation\n"
+            "takes over more kernels of smaller weight."},
+    {.section = "capture", .name = "captures_per_kernel", .kind = Kind::integer,
+     .field = HONE_FIELD(capture.captures_per_kernel),
+     .min = 1, .max = 64,
+     .doc = "Launches captured per kernel; a candidate must match the original on each. More\n"
+            "cover more of the inputs a kernel sees (sizes, data), at the cost of memory and\n"
+            "validation time."},
+    {.section = "capture", .name = "max_mb", .kind = Kind::integer,
+     .field = HONE_FIELD(capture.max_mb),
+     .min = 1, .max = 65536,
+     .doc = "Largest capture, in MiB: the device buffers one launch uses. A launch that uses\n"
+            "more is not captured."},
+    {.section = "capture", .name = "total_mb", .kind = Kind::integer,
+     .field = HONE_FIELD(capture.total_mb),
+     .min = 1, .max = 1048576,
+     .doc = "Memory that all captures held at once may take together, over all kernels, in\n"
+            "MiB; at least max_mb. Raise it along with captures_per_kernel or hot_top on a host\n"
+            "with memory to spare."},
+    {.section = "capture", .name = "with_outputs", .kind = Kind::boolean,
+     .field = HONE_FIELD(capture.with_outputs),
+     .doc = "Also copy the buffers right after the captured launch, so that a replay of the\n"
+            "original can be checked against what it computed in the application (catching\n"
+            "inputs the capture missed). Doubles the size of a capture."},
+    {.section = "capture", .name = "persist", .kind = Kind::boolean,
+     .field = HONE_FIELD(capture.persist),
+     .doc = "Keep captures on disk, as files of mode 0600 under <state_dir>/captures, so that\n"
+            "they survive a restart. They hold the applications' data: leave this false unless\n"
+            "the state directory is protected like that data."},
+    {.section = "capture", .name = "timeout_s", .kind = Kind::integer,
+     .field = HONE_FIELD(capture.timeout_s),
+     .min = 1, .max = 3600,
+     .doc = "Seconds to wait for a launch of the kernel to capture before giving up for now."},
+    {.section = "validation", .name = "min_speedup", .kind = Kind::number,
+     .field = HONE_FIELD(validation.min_speedup),
+     .number_min = 1.0, .number_max = 100,
+     .doc = "A candidate is kept only when the original's median time divided by its own is\n"
+            "at least this: 1.05 is 5% faster. Raise it to swap kernels only for larger gains."},
+    {.section = "validation", .name = "noise_factor", .kind = Kind::number,
+     .field = HONE_FIELD(validation.noise_factor),
+     .number_min = 0, .number_max = 100,
+     .doc = "The gain must also exceed the measured noise (the relative spread of the runs)\n"
+            "this many times over: with 1% noise and 3, at least 3% faster. Raise it on a\n"
+            "shared or busy GPU; 0: only min_speedup counts."},
+    {.section = "validation", .name = "warmup", .kind = Kind::integer,
+     .field = HONE_FIELD(validation.warmup),
+     .min = 0, .max = 1000,
+     .doc = "Runs of the original and of the candidate before measuring (caches, clocks)."},
+    {.section = "validation", .name = "runs", .kind = Kind::integer,
+     .field = HONE_FIELD(validation.runs),
+     .min = 3, .max = 10000,
+     .doc = "Measured runs of each, interleaved original and candidate so that changes of clock\n"
+            "and load hit both alike; their medians are compared. More: steadier figures,\n"
+            "longer jobs."},
+    {.section = "validation", .name = "suspicious_speedup", .kind = Kind::number,
+     .field = HONE_FIELD(validation.suspicious_speedup),
+     .number_min = 1.5, .number_max = 1e6,
+     .doc = "A speedup above this is not taken on trust (a kernel that skips work looks very\n"
+            "fast): the candidate is validated and measured again before it is accepted."},
+    {.section = "validation", .name = "job_timeout_s", .kind = Kind::integer,
+     .field = HONE_FIELD(validation.job_timeout_s),
+     .min = 5, .max = 86400,
+     .doc = "Seconds one job (compile, replay every capture twice, benchmark) may take; past\n"
+            "it the worker is killed and the candidate rejected with a timeout verdict. Raise\n"
+            "it for long kernels or many runs."},
+    {.section = "validation", .name = "f32_rel", .kind = Kind::number,
+     .field = HONE_FIELD(validation.f32_rel),
+     .number_min = 0, .number_max = 1,
+     .doc = "Tolerances, used only for candidates of strategies that may change floating-point\n"
+            "results (reassociation, fused operations); all else is compared bit for bit. An\n"
+            "element passes when |got - want| <= abs + rel * |want|.\n"
+            "f32_rel: relative tolerance for float (32-bit) elements."},
+    {.section = "validation", .name = "f32_abs", .kind = Kind::number,
+     .field = HONE_FIELD(validation.f32_abs),
+     .number_min = 0, .number_max = 1,
+     .doc = "Absolute tolerance for float (32-bit) elements, for results near zero."},
+    {.section = "validation", .name = "f64_rel", .kind = Kind::number,
+     .field = HONE_FIELD(validation.f64_rel),
+     .number_min = 0, .number_max = 1,
+     .doc = "Relative tolerance for double (64-bit) elements."},
+    {.section = "validation", .name = "f64_abs", .kind = Kind::number,
+     .field = HONE_FIELD(validation.f64_abs),
+     .number_min = 0, .number_max = 1,
+     .doc = "Absolute tolerance for double (64-bit) elements."},
+    {.section = "validation", .name = "f16_rel", .kind = Kind::number,
+     .field = HONE_FIELD(validation.f16_rel),
+     .number_min = 0, .number_max = 1,
+     .doc = "Relative tolerance for half and bfloat16 (16-bit) elements."},
+    {.section = "validation", .name = "f16_abs", .kind = Kind::number,
+     .field = HONE_FIELD(validation.f16_abs),
+     .number_min = 0, .number_max = 1,
+     .doc = "Absolute tolerance for half and bfloat16 (16-bit) elements."},
 };
 // clang-format on
 #undef HONE_FIELD
@@ -416,6 +546,27 @@ std::string octal(uint64_t v) {
   return buf;
 }
 
+// The shortest text that reads back as `v`, with a plain exponent: 1.05, 3, 1e-5, 1e6, nan.
+std::string number_text(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  std::string out = ec == std::errc() ? std::string(buf, end) : std::string("?");
+  if (auto e = out.find('e'); e != std::string::npos) {
+    size_t digits = e + 1;
+    if (digits < out.size() && out[digits] == '+') out.erase(digits, 1);
+    if (digits < out.size() && out[digits] == '-') ++digits;
+    while (digits + 1 < out.size() && out[digits] == '0') out.erase(digits, 1);
+  }
+  return out;
+}
+
+// `v` as a TOML float: 3.0 rather than 3, which would read as an integer.
+std::string toml_float(double v) {
+  std::string out = number_text(v);
+  if (out.find_first_of(".en") == std::string::npos) out += ".0";
+  return out;
+}
+
 // What a TOML value is, for "got ..." in a message.
 std::string describe(const toml::node& n) {
   switch (n.type()) {
@@ -477,6 +628,12 @@ std::string expectation(const Key& k, Form form, bool element) {
       e = form == Form::toml ? "an array of " + range : "a comma-separated list of " + range;
     }
     break;
+  case Kind::boolean:
+    e = form == Form::toml ? "true or false" : "true or false (or 1/0, yes/no, on/off)";
+    break;
+  case Kind::number:
+    e = "a number between " + number_text(k.number_min) + " and " + number_text(k.number_max);
+    break;
   }
   if (!k.why.empty()) e += " " + std::string(k.why);
   return e;
@@ -497,6 +654,42 @@ std::optional<uint64_t> parse_decimal(std::string_view s) {
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
   return v;
+}
+
+// true/false, 1/0, yes/no, on/off in any case, as in the environment and on the command line.
+std::optional<bool> parse_bool(std::string_view s) {
+  auto is = [&](std::string_view word) {
+    return s.size() == word.size() &&
+           std::equal(s.begin(), s.end(), word.begin(), [](char a, char b) {
+             return (a >= 'A' && a <= 'Z' ? char(a - 'A' + 'a') : a) == b;
+           });
+  };
+  for (auto word : {"true", "1", "yes", "on"}) {
+    if (is(word)) return true;
+  }
+  for (auto word : {"false", "0", "no", "off"}) {
+    if (is(word)) return false;
+  }
+  return std::nullopt;
+}
+
+// A decimal or scientific literal ("1.2", "5", "1e-6"), finite; from_chars takes no sign '+',
+// no spaces and no hexadecimal, but does take "nan" and "inf", hence the check.
+std::optional<double> parse_number(std::string_view s) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v))
+    return std::nullopt;
+  return v;
+}
+
+bool in_range(const Key& k, double v) {
+  return std::isfinite(v) && v >= k.number_min && v <= k.number_max;
+}
+
+// -0.0 reads as 0.
+double positive_zero(double v) {
+  return v == 0 ? 0.0 : v;
 }
 
 std::optional<uint32_t> parse_mode(std::string_view s) {
@@ -580,6 +773,32 @@ Result<void> set_from_node(const Key& k, const toml::node& n, const std::string&
     (*std::get<ListField>(k.field))(c) = std::move(ids);
     return ok();
   }
+  case Kind::boolean: {
+    const auto* b = n.as_boolean();
+    if (!b) {
+      const auto* s = n.as_string();
+      return bad_value(where, k, Form::toml, describe(n),
+                       s && parse_bool(s->get()) ? "a string: write true or false unquoted" : "");
+    }
+    (*std::get<BoolField>(k.field))(c) = b->get();
+    return ok();
+  }
+  case Kind::number: {
+    std::optional<double> v;
+    if (const auto* f = n.as_floating_point()) {
+      v = f->get();
+    } else if (const auto* i = n.as_integer()) {
+      v = double(i->get());
+    }
+    if (!v || !in_range(k, *v)) {
+      const auto* s = n.as_string();
+      // describe() rounds floats to 6 digits: 100.0000001 would read as 100.
+      return bad_value(where, k, Form::toml, n.is_floating_point() ? number_text(*v) : describe(n),
+                       s && parse_number(s->get()) ? "a string: write the number unquoted" : "");
+    }
+    (*std::get<DoubleField>(k.field))(c) = positive_zero(*v);
+    return ok();
+  }
   }
   return ok();
 }
@@ -620,6 +839,18 @@ Result<void> set_from_text(const Key& k, std::string_view text, const std::strin
       start = comma + 1;
     }
     (*std::get<ListField>(k.field))(c) = std::move(ids);
+    return ok();
+  }
+  case Kind::boolean: {
+    auto v = parse_bool(text);
+    if (!v) return bad_value(where, k, Form::text, shown(text));
+    (*std::get<BoolField>(k.field))(c) = *v;
+    return ok();
+  }
+  case Kind::number: {
+    auto v = parse_number(text);
+    if (!v || !in_range(k, *v)) return bad_value(where, k, Form::text, shown(text));
+    (*std::get<DoubleField>(k.field))(c) = positive_zero(*v);
     return ok();
   }
   }
@@ -782,20 +1013,32 @@ Result<void> apply_overrides(const Overrides& o, Config& c, Origins& origins) {
   return ok();
 }
 
+// "WHERE: S.KEY must be at least S.FLOOR (N, ORIGIN) WHY, got M", WHERE being where KEY was set.
+Error below_floor(const Origins& origins, std::string_view section, std::string_view key,
+                  uint64_t value, std::string_view floor, uint64_t floor_value,
+                  std::string_view why) {
+  const Key* k = find_key(section, key);
+  const Key* f = find_key(section, floor);
+  auto it = origins.find(k);
+  std::string where = it == origins.end() ? std::string("defaults") : it->second;
+  it = origins.find(f);
+  std::string floor_origin =
+      it == origins.end() ? std::string("the default") : "from " + it->second;
+  return make_error(where + ": " + qualified(*k) + " must be at least " + qualified(*f) + " (" +
+                    std::to_string(floor_value) + ", " + floor_origin + ") " + std::string(why) +
+                    ", got " + std::to_string(value));
+}
+
 // Checks that involve several keys, once every layer is applied.
 Result<void> check_whole(const Config& c, const Origins& origins) {
-  auto origin = [&](std::string_view section, std::string_view name) {
-    auto it = origins.find(find_key(section, name));
-    return it == origins.end() ? std::string("the default") : "from " + it->second;
-  };
   if (c.server.max_queued_bytes < c.server.max_frame_bytes) {
-    auto it = origins.find(find_key("server", "max_queued_bytes"));
-    std::string where = it == origins.end() ? std::string("defaults") : it->second;
-    return make_error(
-        where + ": server.max_queued_bytes must be at least server.max_frame_bytes (" +
-        std::to_string(c.server.max_frame_bytes) + ", " + origin("server", "max_frame_bytes") +
-        ") so that one whole frame can wait for a slow peer, got " +
-        std::to_string(c.server.max_queued_bytes));
+    return below_floor(origins, "server", "max_queued_bytes", c.server.max_queued_bytes,
+                       "max_frame_bytes", c.server.max_frame_bytes,
+                       "so that one whole frame can wait for a slow peer");
+  }
+  if (c.capture.total_mb < c.capture.max_mb) {
+    return below_floor(origins, "capture", "total_mb", c.capture.total_mb, "max_mb",
+                       c.capture.max_mb, "so that the largest capture fits");
   }
   return ok();
 }
@@ -853,6 +1096,10 @@ std::string default_value(const Key& k) {
           return toml_string(v.string());
         } else if constexpr (std::is_same_v<T, uint32_t>) {
           return k.kind == Kind::mode ? "\"" + octal(v) + "\"" : std::to_string(v);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return v ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, double>) {
+          return toml_float(v);
         } else {
           std::string out = "[";
           for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
@@ -953,6 +1200,7 @@ std::string documented_toml() {
       comment(out, k.doc);
       std::string env = "Environment: " + env_name(k);
       if (!k.alias.empty()) env += " or " + std::string(k.alias);
+      if (k.kind == Kind::boolean) env += " (true/false, 1/0, yes/no, on/off)";
       comment(out, env);
       out += "#" + std::string(k.name) + " = " + default_value(k) + "\n";
     }

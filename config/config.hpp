@@ -50,12 +50,45 @@ struct MetricsConfig {
   bool operator==(const MetricsConfig&) const = default;
 };
 
+struct OptimizerConfig {
+  bool enabled = true;              // run the built-in strategies on hot kernels
+  uint32_t hot_min_launches = 100;  // launches (all processes) before a kernel is worth optimizing
+  uint32_t hot_top = 8;             // only the top kernels by estimated GPU time
+  bool operator==(const OptimizerConfig&) const = default;
+};
+
+struct CaptureConfig {
+  uint32_t captures_per_kernel = 2; // launches captured per kernel, validated on each
+  uint32_t max_mb = 256;            // one capture's buffers; larger launches are not captured
+  uint32_t total_mb = 1024;         // all captures kept in memory, over all kernels
+  bool with_outputs = false;        // also copy the buffers right after the captured launch
+  bool persist = false;             // keep captures on disk (0600, state_dir/captures)
+  uint32_t timeout_s = 60;          // how long to wait for a launch to capture
+  bool operator==(const CaptureConfig&) const = default;
+};
+
+struct ValidationConfig {
+  double min_speedup = 1.05;        // a variant must be at least this much faster ...
+  double noise_factor = 3;          // ... by more than this many times the measured noise
+  uint32_t warmup = 3;
+  uint32_t runs = 21;
+  double suspicious_speedup = 10;   // faster than this is re-validated and re-measured first
+  uint32_t job_timeout_s = 120;     // a job longer than this kills its worker (timeout verdict)
+  double f32_rel = 1e-5, f32_abs = 1e-6;
+  double f64_rel = 1e-12, f64_abs = 1e-14;
+  double f16_rel = 1e-2, f16_abs = 1e-3;
+  bool operator==(const ValidationConfig&) const = default;
+};
+
 struct Config {
   ServerConfig server;
   StoreConfig store;
   WorkerConfig worker;
   LogConfig log;
   MetricsConfig metrics;
+  OptimizerConfig optimizer;
+  CaptureConfig capture;
+  ValidationConfig validation;
   std::filesystem::path source; // the file it was read from, empty for defaults only
   bool operator==(const Config&) const = default;
 };

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -71,7 +72,8 @@ struct TempDir {
 const std::string k_server_keys =
     "known keys: socket, socket_mode, socket_group, allowed_uids, allowed_gids, max_connections, "
     "max_frame_bytes, max_queued_bytes, handshake_timeout_ms, report_interval_ms";
-const std::string k_sections = "server, store, worker, log, metrics";
+const std::string k_sections =
+    "server, store, worker, log, metrics, optimizer, capture, validation";
 
 TEST(ConfigDefaults, AreTheDocumentedOnes) {
   Config c;
@@ -89,12 +91,35 @@ TEST(ConfigDefaults, AreTheDocumentedOnes) {
   EXPECT_EQ(c.worker.driver, "libcuda.so.1");
   EXPECT_EQ(c.log.level, "info");
   EXPECT_EQ(c.metrics.listen, "");
+  EXPECT_TRUE(c.optimizer.enabled);
+  EXPECT_EQ(c.optimizer.hot_min_launches, 100u);
+  EXPECT_EQ(c.optimizer.hot_top, 8u);
+  EXPECT_EQ(c.capture.captures_per_kernel, 2u);
+  EXPECT_EQ(c.capture.max_mb, 256u);
+  EXPECT_EQ(c.capture.total_mb, 1024u);
+  EXPECT_FALSE(c.capture.with_outputs);
+  EXPECT_FALSE(c.capture.persist);
+  EXPECT_EQ(c.capture.timeout_s, 60u);
+  EXPECT_EQ(c.validation.min_speedup, 1.05);
+  EXPECT_EQ(c.validation.noise_factor, 3.0);
+  EXPECT_EQ(c.validation.warmup, 3u);
+  EXPECT_EQ(c.validation.runs, 21u);
+  EXPECT_EQ(c.validation.suspicious_speedup, 10.0);
+  EXPECT_EQ(c.validation.job_timeout_s, 120u);
+  EXPECT_EQ(c.validation.f32_rel, 1e-5);
+  EXPECT_EQ(c.validation.f32_abs, 1e-6);
+  EXPECT_EQ(c.validation.f64_rel, 1e-12);
+  EXPECT_EQ(c.validation.f64_abs, 1e-14);
+  EXPECT_EQ(c.validation.f16_rel, 1e-2);
+  EXPECT_EQ(c.validation.f16_abs, 1e-3);
   EXPECT_EQ(std::string(k_default_path), "/etc/hone/hone.toml");
 }
 
 TEST(ConfigDefaults, EmptyFileGivesDefaults) {
   EXPECT_EQ(parsed(""), Config{});
-  EXPECT_EQ(parsed("[server]\n[store]\n[worker]\n[log]\n[metrics]\n"), Config{});
+  EXPECT_EQ(parsed("[server]\n[store]\n[worker]\n[log]\n[metrics]\n[optimizer]\n[capture]\n"
+                   "[validation]\n"),
+            Config{});
   auto c = parse("", "some.toml");
   ASSERT_TRUE(c);
   EXPECT_EQ(c->source, "some.toml");
@@ -157,15 +182,44 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
   }
   EXPECT_EQ(vars.at("HONE_SOCKET"), "server.socket");
   EXPECT_EQ(vars.at("HONE_STATE_DIR"), "store.state_dir");
-  for (const char* v :
-       {"HONE_SERVER_SOCKET", "HONE_SERVER_SOCKET_MODE", "HONE_SERVER_SOCKET_GROUP",
-        "HONE_SERVER_ALLOWED_UIDS", "HONE_SERVER_ALLOWED_GIDS", "HONE_SERVER_MAX_CONNECTIONS",
-        "HONE_SERVER_MAX_FRAME_BYTES", "HONE_SERVER_MAX_QUEUED_BYTES",
-        "HONE_SERVER_HANDSHAKE_TIMEOUT_MS", "HONE_SERVER_REPORT_INTERVAL_MS",
-        "HONE_STORE_STATE_DIR", "HONE_WORKER_DRIVER", "HONE_LOG_LEVEL", "HONE_METRICS_LISTEN"}) {
+  for (const char* v : {"HONE_SERVER_SOCKET",
+                        "HONE_SERVER_SOCKET_MODE",
+                        "HONE_SERVER_SOCKET_GROUP",
+                        "HONE_SERVER_ALLOWED_UIDS",
+                        "HONE_SERVER_ALLOWED_GIDS",
+                        "HONE_SERVER_MAX_CONNECTIONS",
+                        "HONE_SERVER_MAX_FRAME_BYTES",
+                        "HONE_SERVER_MAX_QUEUED_BYTES",
+                        "HONE_SERVER_HANDSHAKE_TIMEOUT_MS",
+                        "HONE_SERVER_REPORT_INTERVAL_MS",
+                        "HONE_STORE_STATE_DIR",
+                        "HONE_WORKER_DRIVER",
+                        "HONE_LOG_LEVEL",
+                        "HONE_METRICS_LISTEN",
+                        "HONE_OPTIMIZER_ENABLED",
+                        "HONE_OPTIMIZER_HOT_MIN_LAUNCHES",
+                        "HONE_OPTIMIZER_HOT_TOP",
+                        "HONE_CAPTURE_CAPTURES_PER_KERNEL",
+                        "HONE_CAPTURE_MAX_MB",
+                        "HONE_CAPTURE_TOTAL_MB",
+                        "HONE_CAPTURE_WITH_OUTPUTS",
+                        "HONE_CAPTURE_PERSIST",
+                        "HONE_CAPTURE_TIMEOUT_S",
+                        "HONE_VALIDATION_MIN_SPEEDUP",
+                        "HONE_VALIDATION_NOISE_FACTOR",
+                        "HONE_VALIDATION_WARMUP",
+                        "HONE_VALIDATION_RUNS",
+                        "HONE_VALIDATION_SUSPICIOUS_SPEEDUP",
+                        "HONE_VALIDATION_JOB_TIMEOUT_S",
+                        "HONE_VALIDATION_F32_REL",
+                        "HONE_VALIDATION_F32_ABS",
+                        "HONE_VALIDATION_F64_REL",
+                        "HONE_VALIDATION_F64_ABS",
+                        "HONE_VALIDATION_F16_REL",
+                        "HONE_VALIDATION_F16_ABS"}) {
     EXPECT_TRUE(vars.count(v)) << v;
   }
-  EXPECT_EQ(keys.size(), 16u);
+  EXPECT_EQ(keys.size(), 37u);
 }
 
 TEST(ConfigFile, SetsEveryKey) {
@@ -210,6 +264,64 @@ listen = "127.0.0.1:9464"
   EXPECT_EQ(c.metrics.listen, "127.0.0.1:9464");
 }
 
+TEST(ConfigFile, SetsTheOptimizerCaptureAndValidationKeys) {
+  Config c = parsed(R"(
+[optimizer]
+enabled = false
+hot_min_launches = 1000000000
+hot_top = 1
+
+[capture]
+captures_per_kernel = 64
+max_mb = 65536
+total_mb = 1048576
+with_outputs = true
+persist = true
+timeout_s = 3600
+
+[validation]
+min_speedup = 1.2
+noise_factor = 0
+warmup = 0
+runs = 3
+suspicious_speedup = 1e6
+job_timeout_s = 5
+f32_rel = 1e-4
+f32_abs = 2.5E-7
+f64_rel = 0.0
+f64_abs = 1
+f16_rel = 0.05
+f16_abs = -0.0
+)");
+  EXPECT_FALSE(c.optimizer.enabled);
+  EXPECT_EQ(c.optimizer.hot_min_launches, 1000000000u);
+  EXPECT_EQ(c.optimizer.hot_top, 1u);
+  EXPECT_EQ(c.capture.captures_per_kernel, 64u);
+  EXPECT_EQ(c.capture.max_mb, 65536u);
+  EXPECT_EQ(c.capture.total_mb, 1048576u);
+  EXPECT_TRUE(c.capture.with_outputs);
+  EXPECT_TRUE(c.capture.persist);
+  EXPECT_EQ(c.capture.timeout_s, 3600u);
+  EXPECT_EQ(c.validation.min_speedup, 1.2);
+  EXPECT_EQ(c.validation.noise_factor, 0.0); // a TOML integer is a number too
+  EXPECT_EQ(c.validation.warmup, 0u);
+  EXPECT_EQ(c.validation.runs, 3u);
+  EXPECT_EQ(c.validation.suspicious_speedup, 1e6);
+  EXPECT_EQ(c.validation.job_timeout_s, 5u);
+  EXPECT_EQ(c.validation.f32_rel, 1e-4);
+  EXPECT_EQ(c.validation.f32_abs, 2.5e-7);
+  EXPECT_EQ(c.validation.f64_rel, 0.0);
+  EXPECT_EQ(c.validation.f64_abs, 1.0);
+  EXPECT_EQ(c.validation.f16_rel, 0.05);
+  EXPECT_EQ(c.validation.f16_abs, 0.0);
+  EXPECT_FALSE(std::signbit(c.validation.f16_abs)); // -0.0 reads as 0
+  EXPECT_EQ(parsed("[validation]\nmin_speedup = 2\n").validation.min_speedup, 2.0);
+  EXPECT_EQ(parsed("[validation]\nmin_speedup = 1\n").validation.min_speedup, 1.0);
+  EXPECT_EQ(parsed("[validation]\nmin_speedup = 100.0\n").validation.min_speedup, 100.0);
+  EXPECT_EQ(parsed("validation = { min_speedup = 1.5 }\n").validation.min_speedup, 1.5);
+  EXPECT_EQ(parsed("optimizer.enabled = true\n").optimizer.enabled, true);
+}
+
 TEST(ConfigFile, AcceptsOtherTomlSpellings) {
   // Dotted keys, inline tables and TOML's own octal integers mean the same thing.
   EXPECT_EQ(parsed("server.socket = \"/a.sock\"\n").server.socket, "/a.sock");
@@ -232,8 +344,12 @@ TEST(ConfigErrors, UnknownSection) {
   EXPECT_EQ(parse_error("\n[sever]\nsocket = \"/a\"\n"),
             "hone.toml:2:2: unknown section [sever] (did you mean [server]?); known sections: " +
                 k_sections);
-  EXPECT_EQ(parse_error("[capture]\n"),
-            "hone.toml:1:2: unknown section [capture]; known sections: " + k_sections);
+  EXPECT_EQ(parse_error("[agent]\n"),
+            "hone.toml:1:2: unknown section [agent]; known sections: " + k_sections);
+  EXPECT_EQ(parse_error("[validaton]\n"),
+            "hone.toml:1:2: unknown section [validaton] (did you mean [validation]?); known "
+            "sections: " +
+                k_sections);
   EXPECT_EQ(parse_error("[server.tls]\n"),
             "hone.toml:1:9: unknown section [server.tls]; known sections: " + k_sections);
 }
@@ -243,6 +359,10 @@ TEST(ConfigErrors, KeyOutsideAnySection) {
       parse_error("socket = \"/a.sock\"\n"),
       "hone.toml:1:1: key 'socket' is outside any section (it belongs in [server]); sections: " +
           k_sections);
+  EXPECT_EQ(parse_error("persist = true\n"),
+            "hone.toml:1:1: key 'persist' is outside any section (it belongs in [capture]); "
+            "sections: " +
+                k_sections);
   EXPECT_EQ(parse_error("server = 5\n"), "hone.toml:1:1: [server] must be a table of keys, got 5");
   EXPECT_EQ(parse_error("[[server]]\n"),
             "hone.toml:1:3: [server] must be a table of keys, got an array");
@@ -281,6 +401,79 @@ TEST(ConfigErrors, OutOfRange) {
   EXPECT_EQ(parse_error("[server]\nhandshake_timeout_ms = 99\n"),
             "hone.toml:2:24: server.handshake_timeout_ms must be an integer between 100 and "
             "300000, got 99");
+}
+
+TEST(ConfigErrors, Booleans) {
+  const std::string enabled = "optimizer.enabled must be true or false, got ";
+  EXPECT_EQ(parse_error("[optimizer]\nenabled = 1\n"), "hone.toml:2:11: " + enabled + "1");
+  EXPECT_EQ(parse_error("[optimizer]\nenabled = \"no\"\n"),
+            "hone.toml:2:11: " + enabled + "\"no\" (a string: write true or false unquoted)");
+  EXPECT_EQ(parse_error("[optimizer]\nenabled = \"false\"\n"),
+            "hone.toml:2:11: " + enabled + "\"false\" (a string: write true or false unquoted)");
+  EXPECT_EQ(parse_error("[optimizer]\nenabled = \"maybe\"\n"),
+            "hone.toml:2:11: " + enabled + "\"maybe\"");
+  EXPECT_EQ(parse_error("[capture]\n\n  persist = [true]\n"),
+            "hone.toml:3:13: capture.persist must be true or false, got an array");
+  // TOML's own booleans are lower case; anything else is not valid TOML.
+  std::string e = parse_error("[capture]\npersist = True\n");
+  EXPECT_EQ(e.rfind("hone.toml:2:", 0), 0u) << e;
+  EXPECT_NE(e.find("not valid TOML"), std::string::npos) << e;
+}
+
+TEST(ConfigErrors, Numbers) {
+  const std::string speedup = "validation.min_speedup must be a number between 1 and 100, got ";
+  auto err = [](const std::string& v) {
+    return parse_error("[validation]\nmin_speedup = " + v + "\n");
+  };
+  EXPECT_EQ(err("0.99"), "hone.toml:2:15: " + speedup + "0.99");
+  EXPECT_EQ(err("0"), "hone.toml:2:15: " + speedup + "0");
+  EXPECT_EQ(err("101"), "hone.toml:2:15: " + speedup + "101");
+  EXPECT_EQ(err("-1.5"), "hone.toml:2:15: " + speedup + "-1.5");
+  // Shown exactly, not rounded to 100.
+  EXPECT_EQ(err("100.0000001"), "hone.toml:2:15: " + speedup + "100.0000001");
+  EXPECT_EQ(err("nan"), "hone.toml:2:15: " + speedup + "nan");
+  EXPECT_EQ(err("inf"), "hone.toml:2:15: " + speedup + "inf");
+  EXPECT_EQ(err("-inf"), "hone.toml:2:15: " + speedup + "-inf");
+  EXPECT_EQ(err("\"1.2\""),
+            "hone.toml:2:15: " + speedup + "\"1.2\" (a string: write the number unquoted)");
+  EXPECT_EQ(err("\"fast\""), "hone.toml:2:15: " + speedup + "\"fast\"");
+  EXPECT_EQ(err("true"), "hone.toml:2:15: " + speedup + "true");
+  EXPECT_EQ(err("[1.2]"), "hone.toml:2:15: " + speedup + "an array");
+  EXPECT_EQ(parse_error("[validation]\nsuspicious_speedup = 1e7\n"),
+            "hone.toml:2:22: validation.suspicious_speedup must be a number between 1.5 and 1e6, "
+            "got 1e7");
+  EXPECT_EQ(parse_error("[validation]\nsuspicious_speedup = 1.25\n"),
+            "hone.toml:2:22: validation.suspicious_speedup must be a number between 1.5 and 1e6, "
+            "got 1.25");
+  EXPECT_EQ(parse_error("[validation]\nf32_rel = 1.5\n"),
+            "hone.toml:2:11: validation.f32_rel must be a number between 0 and 1, got 1.5");
+  EXPECT_EQ(parse_error("[validation]\nf64_abs = -1e-14\n"),
+            "hone.toml:2:11: validation.f64_abs must be a number between 0 and 1, got -1e-14");
+  // Integer keys stay integers.
+  EXPECT_EQ(parse_error("[validation]\nruns = 21.0\n"),
+            "hone.toml:2:8: validation.runs must be an integer between 3 and 10000, got 21");
+  EXPECT_EQ(parse_error("[validation]\nruns = 2\n"),
+            "hone.toml:2:8: validation.runs must be an integer between 3 and 10000, got 2");
+  EXPECT_EQ(parse_error("[capture]\ncaptures_per_kernel = 65\n"),
+            "hone.toml:2:23: capture.captures_per_kernel must be an integer between 1 and 64, got "
+            "65");
+  EXPECT_EQ(parse_error("[optimizer]\nhot_min_launches = 0\n"),
+            "hone.toml:2:20: optimizer.hot_min_launches must be an integer between 1 and "
+            "1000000000, got 0");
+}
+
+TEST(ConfigErrors, CapturesMustFitTheirTotal) {
+  EXPECT_EQ(parse_error("[capture]\ntotal_mb = 100\n"),
+            "hone.toml:2:12: capture.total_mb must be at least capture.max_mb (256, the default) "
+            "so that the largest capture fits, got 100");
+  EXPECT_EQ(parse_error("[capture]\ntotal_mb = 2048\nmax_mb = 4096\n"),
+            "hone.toml:2:12: capture.total_mb must be at least capture.max_mb (4096, from "
+            "hone.toml:3:10) so that the largest capture fits, got 2048");
+  // Only max_mb set: the message points at the default total.
+  EXPECT_EQ(parse_error("[capture]\nmax_mb = 4096\n"),
+            "defaults: capture.total_mb must be at least capture.max_mb (4096, from "
+            "hone.toml:2:10) so that the largest capture fits, got 1024");
+  EXPECT_EQ(parsed("[capture]\nmax_mb = 64\ntotal_mb = 64\n").capture.total_mb, 64u);
 }
 
 TEST(ConfigErrors, FrameLimitIsTheProtocols) {
@@ -507,8 +700,50 @@ TEST(ConfigEnvironment, EveryKeyHasAVariable) {
                      {"HONE_STORE_STATE_DIR", "/srv/hone"},
                      {"HONE_WORKER_DRIVER", "/opt/emu/libcuda.so.1"},
                      {"HONE_LOG_LEVEL", "trace"},
-                     {"HONE_METRICS_LISTEN", "[::1]:9464"}});
+                     {"HONE_METRICS_LISTEN", "[::1]:9464"},
+                     {"HONE_OPTIMIZER_ENABLED", "no"},
+                     {"HONE_OPTIMIZER_HOT_MIN_LAUNCHES", "5"},
+                     {"HONE_OPTIMIZER_HOT_TOP", "3"},
+                     {"HONE_CAPTURE_CAPTURES_PER_KERNEL", "4"},
+                     {"HONE_CAPTURE_MAX_MB", "16"},
+                     {"HONE_CAPTURE_TOTAL_MB", "32"},
+                     {"HONE_CAPTURE_WITH_OUTPUTS", "yes"},
+                     {"HONE_CAPTURE_PERSIST", "on"},
+                     {"HONE_CAPTURE_TIMEOUT_S", "9"},
+                     {"HONE_VALIDATION_MIN_SPEEDUP", "1.2"},
+                     {"HONE_VALIDATION_NOISE_FACTOR", "2"},
+                     {"HONE_VALIDATION_WARMUP", "1"},
+                     {"HONE_VALIDATION_RUNS", "5"},
+                     {"HONE_VALIDATION_SUSPICIOUS_SPEEDUP", "2.5e1"},
+                     {"HONE_VALIDATION_JOB_TIMEOUT_S", "30"},
+                     {"HONE_VALIDATION_F32_REL", "1e-4"},
+                     {"HONE_VALIDATION_F32_ABS", "1E-7"},
+                     {"HONE_VALIDATION_F64_REL", "0.000000001"},
+                     {"HONE_VALIDATION_F64_ABS", "0"},
+                     {"HONE_VALIDATION_F16_REL", ".02"},
+                     {"HONE_VALIDATION_F16_ABS", "1e-3"}});
   ASSERT_TRUE(c) << c.error().message;
+  EXPECT_FALSE(c->optimizer.enabled);
+  EXPECT_EQ(c->optimizer.hot_min_launches, 5u);
+  EXPECT_EQ(c->optimizer.hot_top, 3u);
+  EXPECT_EQ(c->capture.captures_per_kernel, 4u);
+  EXPECT_EQ(c->capture.max_mb, 16u);
+  EXPECT_EQ(c->capture.total_mb, 32u);
+  EXPECT_TRUE(c->capture.with_outputs);
+  EXPECT_TRUE(c->capture.persist);
+  EXPECT_EQ(c->capture.timeout_s, 9u);
+  EXPECT_EQ(c->validation.min_speedup, 1.2);
+  EXPECT_EQ(c->validation.noise_factor, 2.0);
+  EXPECT_EQ(c->validation.warmup, 1u);
+  EXPECT_EQ(c->validation.runs, 5u);
+  EXPECT_EQ(c->validation.suspicious_speedup, 25.0);
+  EXPECT_EQ(c->validation.job_timeout_s, 30u);
+  EXPECT_EQ(c->validation.f32_rel, 1e-4);
+  EXPECT_EQ(c->validation.f32_abs, 1e-7);
+  EXPECT_EQ(c->validation.f64_rel, 1e-9);
+  EXPECT_EQ(c->validation.f64_abs, 0.0);
+  EXPECT_EQ(c->validation.f16_rel, 0.02);
+  EXPECT_EQ(c->validation.f16_abs, 1e-3);
   EXPECT_EQ(c->server.socket, "/e.sock");
   EXPECT_EQ(c->server.socket_mode, 0640u);
   EXPECT_EQ(c->server.socket_group, "video");
@@ -572,6 +807,76 @@ TEST(ConfigEnvironment, ValuesAreValidatedAndNamed) {
       "got 65536");
 }
 
+TEST(ConfigEnvironment, Booleans) {
+  for (const char* yes : {"true", "1", "yes", "on", "TRUE", "Yes", "oN"}) {
+    auto c = load_env({{"HONE_CAPTURE_PERSIST", yes}});
+    ASSERT_TRUE(c) << yes << ": " << c.error().message;
+    EXPECT_TRUE(c->capture.persist) << yes;
+  }
+  for (const char* no : {"false", "0", "no", "off", "False", "NO", "OFF"}) {
+    auto c = load_env({{"HONE_OPTIMIZER_ENABLED", no}});
+    ASSERT_TRUE(c) << no << ": " << c.error().message;
+    EXPECT_FALSE(c->optimizer.enabled) << no;
+  }
+  const std::string bad =
+      "environment variable HONE_OPTIMIZER_ENABLED: optimizer.enabled must be true or false (or "
+      "1/0, yes/no, on/off), got ";
+  for (const char* v : {"maybe", "y", "n", "2", "00", " yes", "yes ", "truee", "enabled", "-1"}) {
+    EXPECT_EQ(env_error({{"HONE_OPTIMIZER_ENABLED", v}}), bad + "\"" + v + "\"") << v;
+  }
+  EXPECT_EQ(load_env({{"HONE_CAPTURE_WITH_OUTPUTS", ""}})->capture.with_outputs, false);
+}
+
+TEST(ConfigEnvironment, Numbers) {
+  auto number = [](const char* var, const char* text) {
+    auto c = load_env({{var, text}});
+    EXPECT_TRUE(c) << var << "=" << text << ": " << c.error().message;
+    return c ? *c : Config{};
+  };
+  EXPECT_EQ(number("HONE_VALIDATION_MIN_SPEEDUP", "1.2").validation.min_speedup, 1.2);
+  EXPECT_EQ(number("HONE_VALIDATION_MIN_SPEEDUP", "2").validation.min_speedup, 2.0);
+  EXPECT_EQ(number("HONE_VALIDATION_MIN_SPEEDUP", "1.5e1").validation.min_speedup, 15.0);
+  EXPECT_EQ(number("HONE_VALIDATION_MIN_SPEEDUP", "100").validation.min_speedup, 100.0);
+  EXPECT_EQ(number("HONE_VALIDATION_F64_ABS", "1e-15").validation.f64_abs, 1e-15);
+  EXPECT_EQ(number("HONE_VALIDATION_F64_ABS", "2.5E-16").validation.f64_abs, 2.5e-16);
+  EXPECT_EQ(number("HONE_VALIDATION_SUSPICIOUS_SPEEDUP", "1e6").validation.suspicious_speedup, 1e6);
+  Config zero = number("HONE_VALIDATION_NOISE_FACTOR", "-0");
+  EXPECT_EQ(zero.validation.noise_factor, 0.0);
+  EXPECT_FALSE(std::signbit(zero.validation.noise_factor));
+
+  const std::string speedup = "environment variable HONE_VALIDATION_MIN_SPEEDUP: "
+                              "validation.min_speedup must be a number between 1 and 100, got ";
+  for (const char* v : {"nan", "NaN", "-nan", "inf", "-inf", "infinity", "0.5", "100.5", "1e400",
+                        "+1.2", " 1.2", "1.2 ", "1,2", "1.2x", "0x1p1", "fast", "1e", "."}) {
+    EXPECT_EQ(env_error({{"HONE_VALIDATION_MIN_SPEEDUP", v}}), speedup + "\"" + v + "\"") << v;
+  }
+  EXPECT_EQ(env_error({{"HONE_VALIDATION_F32_REL", "1e-400"}}).substr(0, 65),
+            "environment variable HONE_VALIDATION_F32_REL: validation.f32_rel ");
+  EXPECT_EQ(env_error({{"HONE_VALIDATION_SUSPICIOUS_SPEEDUP", "1.4"}}),
+            "environment variable HONE_VALIDATION_SUSPICIOUS_SPEEDUP: "
+            "validation.suspicious_speedup must be a number between 1.5 and 1e6, got \"1.4\"");
+  // Integer keys take no fractions or exponents, in these sections too.
+  EXPECT_EQ(env_error({{"HONE_VALIDATION_RUNS", "1e3"}}),
+            "environment variable HONE_VALIDATION_RUNS: validation.runs must be an integer between "
+            "3 and 10000, got \"1e3\"");
+}
+
+TEST(ConfigEnvironment, CapturesMustFitTheirTotal) {
+  EXPECT_EQ(env_error({{"HONE_CAPTURE_TOTAL_MB", "128"}}),
+            "environment variable HONE_CAPTURE_TOTAL_MB: capture.total_mb must be at least "
+            "capture.max_mb (256, the default) so that the largest capture fits, got 128");
+  EXPECT_EQ(env_error({{"HONE_CAPTURE_MAX_MB", "2048"}}),
+            "defaults: capture.total_mb must be at least capture.max_mb (2048, from environment "
+            "variable HONE_CAPTURE_MAX_MB) so that the largest capture fits, got 1024");
+  // A later layer repairs an earlier one: the check runs once, on the result.
+  TempDir dir;
+  auto p = dir.write("hone.toml", "[capture]\nmax_mb = 2048\n");
+  auto c = load(p, false, {{"HONE_CAPTURE_TOTAL_MB", "4096"}}, {});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->capture.max_mb, 2048u);
+  EXPECT_EQ(c->capture.total_mb, 4096u);
+}
+
 TEST(ConfigEnvironment, EmptyIsUnset) {
   auto c =
       load_env({{"HONE_SOCKET", ""}, {"HONE_LOG_LEVEL", ""}, {"HONE_SERVER_MAX_CONNECTIONS", ""}});
@@ -594,6 +899,13 @@ TEST(ConfigEnvironment, UnknownVariables) {
       env_error({{"HONE_LOG_LEVL", "debug"}}),
       "environment variable HONE_LOG_LEVL is not a hone setting (did you mean HONE_LOG_LEVEL?); "
       "the [log] variables are HONE_LOG_LEVEL");
+  std::string e = env_error({{"HONE_VALIDATION_MIN_SPEEDUPP", "1.2"}});
+  EXPECT_EQ(e.rfind("environment variable HONE_VALIDATION_MIN_SPEEDUPP is not a hone setting (did "
+                    "you mean HONE_VALIDATION_MIN_SPEEDUP?); the [validation] variables are "
+                    "HONE_VALIDATION_MIN_SPEEDUP, ",
+                    0),
+            0u)
+      << e;
   // ...the variables of the shim, the emulated device and the rest of hone are not.
   auto c = load_env({{"HONE_LOG", "debug"},
                      {"HONE_DISABLE", "1"},
