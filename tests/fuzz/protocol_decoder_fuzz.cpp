@@ -1,9 +1,11 @@
-// libFuzzer target: the protocol's decoders (common/protocol.hpp, common/guard.hpp) over hostile
-// bytes, as honed and the shim meet them on the socket. The input is read as a stream of frames;
-// each payload goes to the decoder its type names and to every other decoder as well. Nothing may
-// crash, hang or allocate without bound, and whatever decodes must survive a round trip: encode
-// it, decode that, and encode again to the same bytes.
+// libFuzzer target: the protocol's decoders (common/protocol.hpp, capture.hpp, job.hpp, guard.hpp)
+// over hostile bytes, as honed and the shim meet them on the socket. The input is read as a stream
+// of frames; each payload goes to the decoder its type names and to every other decoder as well.
+// Nothing may crash, hang or allocate without bound, and whatever decodes must survive a round
+// trip: encode it, decode that, and encode again to the same bytes.
+#include "common/capture.hpp"
 #include "common/guard.hpp"
+#include "common/job.hpp"
 #include "common/protocol.hpp"
 
 #include <cstdint>
@@ -66,6 +68,13 @@ void decode_all(std::string_view payload, proto::MsgType type) {
   try_decode<proto::Stats>(payload);
   try_decode<proto::ImageRequest>(payload);
   try_decode<proto::Image>(payload);
+  try_decode<Capture>(payload);
+  try_decode<proto::VariantStatus>(payload);
+  try_decode<proto::CaptureRequest>(payload);
+  try_decode<proto::InstallVariant>(payload);
+  try_decode<proto::RemoveVariant>(payload);
+  try_decode<Job>(payload);
+  try_decode<Verdict>(payload);
   try_decode<Guard>(payload);
 }
 
