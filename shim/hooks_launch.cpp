@@ -1,30 +1,31 @@
 // Launch hooks: the fast path every kernel launch of the application takes.
 //
-// For a function already seen: one lock-free table lookup, a relaxed load (is a timed launch
-// due?), the real call, then one relaxed atomic add and three relaxed loads (stores only when the
-// launch shape changed). No allocation, lock,
-// system call or getenv. The slow paths (a function never seen, a launch picked for timing) are
-// out of line.
-#include "shim/cuda_abi.hpp"
+// For a function already seen: one lock-free table lookup (which also yields the variant serving
+// the handle, if any), two relaxed loads (is a timed launch or a capture due?), the real call, then
+// one relaxed atomic add and three relaxed loads (stores only when the launch shape changed).
+// No allocation, lock, system call or getenv. A served variant adds its guard check: the block
+// shape and the bytes of the specialized scalars. The slow paths (a function never seen, a launch
+// picked for timing or capture) are out of line.
+#include "shim/capture.hpp"
 #include "shim/config.hpp"
+#include "shim/cuda_abi.hpp"
+#include "shim/launch_args.hpp"
+#include "shim/log.hpp"
 #include "shim/real.hpp"
 #include "shim/registry.hpp"
 #include "shim/sampler.hpp"
 #include "shim/shim.hpp"
 
+#include <cstring>
+
 using namespace hone::shim;
 
 namespace {
 
-__attribute__((noinline)) KernelRecord* unknown(CUfunction f) {
-  KernelRecord* r = registry().function_unknown(f);
+__attribute__((noinline)) const FunctionTable::Slot* unknown(CUfunction f) {
+  registry().function_unknown(f);
   on_activity();
-  return r;
-}
-
-inline KernelRecord* record_of(CUfunction f) {
-  KernelRecord* r = registry().functions.find(f);
-  return __builtin_expect(r != nullptr, 1) ? r : unknown(f);
+  return registry().functions.find_slot(f);
 }
 
 // Is this launch the one to time? Claims the sample so only one thread takes it; returns the
@@ -41,49 +42,101 @@ inline uint64_t sample_due(KernelRecord* r) {
 }
 
 // Count a launch the driver accepted (a refused launch ran nothing), and its shape.
-inline void count(KernelRecord* r, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                  unsigned by, unsigned bz) {
+inline void count(KernelRecord* r, const LaunchArgs& a) {
   r->launches.fetch_add(1, std::memory_order_relaxed);
-  uint64_t grid = uint64_t(gx) | uint64_t(gy) << 32;
-  uint64_t block = uint64_t(bx) | uint64_t(by) << 16 | uint64_t(bz) << 32;
+  uint64_t grid = uint64_t(a.grid[0]) | uint64_t(a.grid[1]) << 32;
+  uint64_t block = uint64_t(a.block[0]) | uint64_t(a.block[1]) << 16 | uint64_t(a.block[2]) << 32;
   if (r->grid.load(std::memory_order_relaxed) != grid) r->grid.store(grid, std::memory_order_relaxed);
-  if (r->grid_z.load(std::memory_order_relaxed) != gz) r->grid_z.store(gz, std::memory_order_relaxed);
+  if (r->grid_z.load(std::memory_order_relaxed) != a.grid[2]) {
+    r->grid_z.store(a.grid[2], std::memory_order_relaxed);
+  }
   if (r->block.load(std::memory_order_relaxed) != block) r->block.store(block, std::memory_order_relaxed);
 }
 
-// Time this launch with events around it on its own stream.
-template <class Call>
-__attribute__((noinline)) CUresult timed(KernelRecord* r, CUstream stream, bool per_thread,
-                                         Call&& call) {
-  SampleSlot slot;
-  if (!sample_begin(stream, per_thread, &slot)) return call();
-  CUresult res = call();
-  sample_end(slot, stream, per_thread, r, res == CUDA_SUCCESS);
-  return res;
+// Does this launch pass the variant's guard? (DESIGN.md, "Hot swap")
+inline bool guard_passes(const Swap& s, const LaunchArgs& a) {
+  for (int i = 0; i < 3; ++i) {
+    if (s.guard.block[size_t(i)] && s.guard.block[size_t(i)] != a.block[i]) return false;
+  }
+  if (!s.guard.scalars.empty()) {
+    const uint8_t* buffer = nullptr;
+    size_t size = 0;
+    if (!a.params && !extra_buffer(a.extra, &buffer, &size)) return false;
+    for (const auto& sc : s.guard.scalars) {
+      const void* p;
+      if (a.params) {
+        p = a.params[sc.param];
+      } else {
+        if (sc.offset + sc.bytes.size() > size) return false;
+        p = buffer + sc.offset;
+      }
+      if (!p || std::memcmp(p, sc.bytes.data(), sc.bytes.size()) != 0) return false;
+    }
+  }
+  if (s.guard.no_alias) return false; // pointer-range guards are not checked here: never serve
+  if (s.kernel_handle) {
+    // a CUkernel launches in the current context; the variant was loaded for one context
+    CUcontext ctx = nullptr;
+    auto get = real_as<CUresult (*)(CUcontext*)>(Fn::cuCtxGetCurrent);
+    if (!get || get(&ctx) != CUDA_SUCCESS || ctx != s.context) return false;
+  }
+  return true;
 }
 
-template <class Call>
-inline CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                       unsigned by, unsigned bz, CUstream stream, bool per_thread, Call&& call) {
-  if (!enabled()) return call();
-  KernelRecord* r = record_of(f);
-  if (__builtin_expect(!r, 0)) return call();
+template <class Call> CUresult run(KernelRecord* r, CUfunction f, const LaunchArgs& a, Call&& call) {
   uint64_t due = sample_due(r);
-  if (__builtin_expect(due == 0, 1)) {
-    CUresult res = call();
-    if (__builtin_expect(res == CUDA_SUCCESS, 1)) count(r, gx, gy, gz, bx, by, bz);
-    return res;
-  }
-  CUresult res = timed(r, stream, per_thread, call);
-  if (res == CUDA_SUCCESS) {
-    count(r, gx, gy, gz, bx, by, bz);
-  } else {
-    r->next_sample.store(due, std::memory_order_relaxed); // a refused launch gives its turn back
-  }
+  if (__builtin_expect(due == 0, 1)) return call(f);
+  SampleSlot slot;
+  if (!sample_begin(a.stream, a.per_thread, &slot)) return call(f);
+  CUresult res = call(f);
+  sample_end(slot, a.stream, a.per_thread, r, res == CUDA_SUCCESS);
+  if (res != CUDA_SUCCESS) r->next_sample.store(due, std::memory_order_relaxed); // turn back
   return res;
 }
 
-template <class F> inline F real_fn(Fn f) { return real_as<F>(f); }
+// The variant, when the guard passes; the original otherwise or when the variant's launch fails.
+template <class Call>
+__attribute__((noinline)) CUresult swapped(KernelRecord* r, const Swap* s, CUfunction f,
+                                           const LaunchArgs& a, Call&& call) {
+  if (guard_passes(*s, a)) {
+    CUresult res = run(r, static_cast<CUfunction>(s->function), a, call);
+    if (res == CUDA_SUCCESS) {
+      r->variant_launches.fetch_add(1, std::memory_order_relaxed);
+      return res;
+    }
+    r->fallbacks.fetch_add(1, std::memory_order_relaxed);
+    if (first_time(Once::variant_failed)) {
+      log(Level::warn, "a variant of %s failed to launch (error %d); running the original",
+          r->key.entry.c_str(), int(res));
+    }
+  }
+  return run(r, f, a, call);
+}
+
+template <class Call>
+__attribute__((noinline)) CUresult captured(KernelRecord* r, CUfunction f, const LaunchArgs& a,
+                                            Call&& call) {
+  return CUresult(capture_launch(r, f, a, [&] { return int(call(f)); }));
+}
+
+template <class Call> inline CUresult launch(CUfunction f, const LaunchArgs& a, Call&& call) {
+  if (!enabled()) return call(f);
+  const FunctionTable::Slot* slot = registry().functions.find_slot(f);
+  if (__builtin_expect(!slot, 0)) slot = unknown(f);
+  KernelRecord* r = slot ? slot->record.load(std::memory_order_acquire) : nullptr;
+  if (__builtin_expect(!r, 0)) return call(f);
+  CUresult res;
+  const Swap* s = slot->swap.load(std::memory_order_acquire);
+  if (__builtin_expect(r->capture_pending.load(std::memory_order_relaxed) != 0, 0)) {
+    res = captured(r, f, a, call); // captures always run (and measure) the original
+  } else if (s) {
+    res = swapped(r, s, f, a, call);
+  } else {
+    res = run(r, f, a, call);
+  }
+  if (__builtin_expect(res == CUDA_SUCCESS, 1)) count(r, a);
+  return res;
+}
 
 } // namespace
 
@@ -92,49 +145,57 @@ extern "C" {
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
-  auto real = real_fn<decltype(&cuLaunchKernel)>(Fn::cuLaunchKernel);
+  auto real = real_as<decltype(&cuLaunchKernel)>(Fn::cuLaunchKernel);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  return launch(f, gx, gy, gz, bx, by, bz, s, false,
-                [&] { return real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra); });
+  LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, false, params, extra};
+  return launch(f, a, [&](CUfunction fn) {
+    return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  });
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                     unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
-  auto real = real_fn<decltype(&cuLaunchKernel_ptsz)>(Fn::cuLaunchKernel_ptsz);
+  auto real = real_as<decltype(&cuLaunchKernel_ptsz)>(Fn::cuLaunchKernel_ptsz);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  return launch(f, gx, gy, gz, bx, by, bz, s, true,
-                [&] { return real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra); });
+  LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, true, params, extra};
+  return launch(f, a, [&](CUfunction fn) {
+    return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  });
 }
 
 // The launch attributes travel untouched to the driver: the shim only reads the shape.
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
-  auto real = real_fn<decltype(&cuLaunchKernelEx)>(Fn::cuLaunchKernelEx);
+  auto real = real_as<decltype(&cuLaunchKernelEx)>(Fn::cuLaunchKernelEx);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!config) return real(config, f, params, extra);
-  return launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
-                config->blockDimY, config->blockDimZ, config->hStream, false,
-                [&] { return real(config, f, params, extra); });
+  LaunchArgs a{{config->gridDimX, config->gridDimY, config->gridDimZ},
+               {config->blockDimX, config->blockDimY, config->blockDimZ},
+               config->sharedMemBytes, config->hStream, false, params, extra};
+  return launch(f, a, [&](CUfunction fn) { return real(config, fn, params, extra); });
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
-  auto real = real_fn<decltype(&cuLaunchKernelEx_ptsz)>(Fn::cuLaunchKernelEx_ptsz);
+  auto real = real_as<decltype(&cuLaunchKernelEx_ptsz)>(Fn::cuLaunchKernelEx_ptsz);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!config) return real(config, f, params, extra);
-  return launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
-                config->blockDimY, config->blockDimZ, config->hStream, true,
-                [&] { return real(config, f, params, extra); });
+  LaunchArgs a{{config->gridDimX, config->gridDimY, config->gridDimZ},
+               {config->blockDimX, config->blockDimY, config->blockDimZ},
+               config->sharedMemBytes, config->hStream, true, params, extra};
+  return launch(f, a, [&](CUfunction fn) { return real(config, fn, params, extra); });
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                           unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params) {
-  auto real = real_fn<decltype(&cuLaunchCooperativeKernel)>(Fn::cuLaunchCooperativeKernel);
+  auto real = real_as<decltype(&cuLaunchCooperativeKernel)>(Fn::cuLaunchCooperativeKernel);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  return launch(f, gx, gy, gz, bx, by, bz, s, false,
-                [&] { return real(f, gx, gy, gz, bx, by, bz, shmem, s, params); });
+  LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, false, params, nullptr};
+  return launch(f, a, [&](CUfunction fn) {
+    return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params);
+  });
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
@@ -142,10 +203,12 @@ cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned 
                                unsigned by, unsigned bz, unsigned shmem, CUstream s,
                                void** params) {
   auto real =
-      real_fn<decltype(&cuLaunchCooperativeKernel_ptsz)>(Fn::cuLaunchCooperativeKernel_ptsz);
+      real_as<decltype(&cuLaunchCooperativeKernel_ptsz)>(Fn::cuLaunchCooperativeKernel_ptsz);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  return launch(f, gx, gy, gz, bx, by, bz, s, true,
-                [&] { return real(f, gx, gy, gz, bx, by, bz, shmem, s, params); });
+  LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, true, params, nullptr};
+  return launch(f, a, [&](CUfunction fn) {
+    return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params);
+  });
 }
 
 } // extern "C"

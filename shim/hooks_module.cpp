@@ -60,6 +60,13 @@ void loaded_file(const void* handle, const char* path) {
   on_activity();
 }
 
+void* current_context() {
+  using GetCurrent = CUresult (*)(CUcontext*);
+  CUcontext ctx = nullptr;
+  if (auto f = real_as<GetCurrent>(Fn::cuCtxGetCurrent)) f(&ctx);
+  return ctx;
+}
+
 #define HONE_REAL(name) auto real = real_as<decltype(&::name)>(Fn::name); \
   if (!real) return CUDA_ERROR_NOT_INITIALIZED
 
@@ -111,7 +118,7 @@ __attribute__((visibility("default"))) CUresult CUDAAPI cuModuleGetFunction(CUfu
   HONE_REAL(cuModuleGetFunction);
   CUresult r = real(f, m, name);
   if (r == CUDA_SUCCESS && f && enabled()) {
-    registry().function_found(*f, m, name);
+    registry().function_found(*f, m, name, current_context(), false);
     on_activity();
   }
   return r;
@@ -149,7 +156,7 @@ __attribute__((visibility("default"))) CUresult CUDAAPI cuLibraryGetKernel(CUker
   HONE_REAL(cuLibraryGetKernel);
   CUresult r = real(k, lib, name);
   if (r == CUDA_SUCCESS && k && enabled()) {
-    registry().function_found(*k, lib, name);
+    registry().function_found(*k, lib, name, current_context(), true);
     on_activity();
   }
   return r;

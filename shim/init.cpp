@@ -3,7 +3,9 @@
 #include "shim/log.hpp"
 #include "shim/registry.hpp"
 #include "shim/reporter.hpp"
+#include "shim/capture.hpp"
 #include "shim/sampler.hpp"
+#include "shim/swap.hpp"
 #include "shim/shim.hpp"
 
 #include <pthread.h>
@@ -28,6 +30,8 @@ void child_after_fork() {
   reporter().reset_in_child();
   registry().reset_after_fork();
   sample_reset_after_fork();
+  capture_reset_after_fork();
+  swap_reset_after_fork();
   registry().mutex().unlock();
 }
 

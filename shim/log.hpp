@@ -14,7 +14,7 @@ void log(Level level, const char* fmt, ...) __attribute__((format(printf, 2, 3))
 // Failure kinds logged once per process: the first occurrence is logged, the rest counted.
 enum class Once : uint8_t {
   connect, handshake, garbage, stalled, disconnected, unknown_variant, table_full, image_cache,
-  no_driver, count
+  no_driver, variant_failed, count
 };
 bool first_time(Once what);
 

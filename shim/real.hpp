@@ -28,7 +28,9 @@ namespace hone::shim {
   X(cuFuncGetName) X(cuCtxGetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2)                 \
   X(cuEventCreate) X(cuEventRecord) X(cuEventRecord_ptsz) X(cuEventQuery) X(cuEventElapsedTime)    \
   X(cuEventDestroy_v2) X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz) X(cuDriverGetVersion)    \
-  X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuInit)
+  X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuInit) X(cuFuncGetParamInfo)    \
+  X(cuMemGetAddressRange_v2) X(cuMemAllocHost_v2) X(cuMemFreeHost) X(cuMemcpyDtoHAsync_v2)        \
+  X(cuMemcpyDtoHAsync_v2_ptsz) X(cuGetErrorString)
 
 #define HONE_SHIM_NVRTC_USES(X) X(nvrtcGetPTXSize) X(nvrtcGetCUBINSize)
 

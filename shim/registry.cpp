@@ -29,7 +29,13 @@ bool FunctionTable::put(const void* handle, KernelRecord* record) {
   return false;
 }
 
+void FunctionTable::set_swap(const void* handle, Swap* swap) {
+  const Slot* s = find_slot(handle);
+  if (s) const_cast<Slot*>(s)->swap.store(swap, std::memory_order_release);
+}
+
 struct Registry::State {
+  std::unordered_map<KernelKey, std::vector<Registry::Handle>> handles;
   struct Module {
     std::shared_ptr<ImageInfo> image;
     std::vector<const void*> functions;
@@ -125,7 +131,8 @@ KernelRecord* record_for(Registry::State& s, const KernelKey& key, const ImageIn
 
 } // namespace
 
-KernelRecord* Registry::function_found(const void* handle, const void* module, const char* name) {
+KernelRecord* Registry::function_found(const void* handle, const void* module, const char* name,
+                                       void* context, bool kernel_handle) {
   if (!handle || !name) return nullptr;
   std::lock_guard lock(m_mutex);
   State& s = state();
@@ -138,7 +145,39 @@ KernelRecord* Registry::function_found(const void* handle, const void* module, c
     return r;
   }
   if (it != s.modules.end()) it->second.functions.push_back(handle);
+  s.handles[key].push_back(Handle{handle, context, kernel_handle});
   return r;
+}
+
+std::vector<Registry::Handle> Registry::handles_of(const KernelKey& key) {
+  std::lock_guard lock(m_mutex);
+  State& s = state();
+  auto it = s.handles.find(key);
+  if (it == s.handles.end()) return {};
+  // only handles still pointing at the kernel (unloaded ones were withdrawn from the table)
+  std::vector<Handle> live;
+  for (const auto& h : it->second) {
+    if (functions.find(h.handle)) live.push_back(h);
+  }
+  return live;
+}
+
+KernelRecord* Registry::record_of(uint64_t id) {
+  std::lock_guard lock(m_mutex);
+  for (KernelRecord* r : state().all) {
+    if (r->id == id) return r;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const std::string> Registry::image_bytes(const ImageHash& hash,
+                                                         proto::ImageFormat* format) {
+  std::lock_guard lock(m_mutex);
+  State& s = state();
+  auto it = s.images.find(hash);
+  if (it == s.images.end()) return nullptr;
+  *format = it->second->format;
+  return it->second->bytes;
 }
 
 KernelRecord* Registry::function_unknown(const void* handle) {
@@ -194,11 +233,16 @@ std::vector<KernelRecord*> Registry::records() {
 
 void Registry::reset_after_fork() {
   // The child is single-threaded here; the mutex was taken in the prepare handler.
+  functions.clear_swaps();
   State& s = state();
   for (KernelRecord* r : s.all) {
     r->launches.store(0, std::memory_order_relaxed);
     r->sampled.store(0, std::memory_order_relaxed);
     r->sampled_ns.store(0, std::memory_order_relaxed);
+    r->variant_launches.store(0, std::memory_order_relaxed);
+    r->fallbacks.store(0, std::memory_order_relaxed);
+    r->capture_pending.store(0, std::memory_order_relaxed);
+    r->reported_variant_launches = 0;
     r->next_sample.store(config().sample_every, std::memory_order_relaxed);
     r->announced = false;
     r->reported_launches = 0;

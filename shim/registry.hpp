@@ -6,6 +6,7 @@
 // and may allocate: it happens once per object, not once per launch.
 #pragma once
 
+#include "common/guard.hpp"
 #include "common/identity.hpp"
 #include "common/protocol.hpp"
 
@@ -34,10 +35,40 @@ struct KernelRecord {
   std::atomic<uint32_t> grid_z{0};
   std::atomic<uint64_t> block{0}; // x | y << 16 | z << 32
 
+  std::atomic<uint64_t> variant_launches{0}; // served by an installed variant
+  std::atomic<uint64_t> fallbacks{0};        // variant launches that failed over to the original
+
+  // Capture: launches still to capture (the launch path checks this one counter).
+  std::atomic<uint32_t> capture_pending{0};
+  std::mutex capture_mutex;         // guards the request below
+  uint64_t capture_request = 0;
+  uint64_t capture_max_bytes = 0;
+  bool capture_outputs = false;
+
+  // Pointer fields of the parameters, from the PTX analysis (computed once, on a capture).
+  std::once_flag pointers_once;
+  bool pointers_known = false;
+  struct PointerField {
+    uint32_t param;
+    uint32_t field;
+  };
+  std::vector<PointerField> pointers;
+
   // Reporter thread only.
   bool announced = false;
   uint64_t reported_launches = 0;
   uint64_t reported_sampled = 0;
+  uint64_t reported_variant_launches = 0;
+};
+
+// A variant serving one function handle (DESIGN.md, "Hot swap"): its function in the handle's
+// context and the guard a launch must pass. Never freed: a launch may still hold it.
+struct Swap {
+  void* function = nullptr;  // CUfunction of the variant
+  void* context = nullptr;   // where it was loaded; a CUkernel launch elsewhere runs the original
+  bool kernel_handle = false; // the handle is a CUkernel (context-independent)
+  Guard guard;
+  VariantId variant;
 };
 
 // CUfunction / CUkernel handle -> KernelRecord, lock-free for readers. Open addressing; keys are
@@ -47,26 +78,38 @@ class FunctionTable {
 public:
   static constexpr size_t k_capacity = 1u << 16;
 
-  KernelRecord* find(const void* handle) const {
+  struct Slot {
+    std::atomic<uintptr_t> key{0};
+    std::atomic<KernelRecord*> record{nullptr};
+    std::atomic<Swap*> swap{nullptr};
+  };
+
+  const Slot* find_slot(const void* handle) const {
     uintptr_t key = reinterpret_cast<uintptr_t>(handle);
     if (!key) return nullptr;
     size_t i = hash(key);
     for (size_t probe = 0; probe < k_capacity; ++probe, i = (i + 1) & (k_capacity - 1)) {
       uintptr_t k = m_slots[i].key.load(std::memory_order_acquire);
-      if (k == key) return m_slots[i].record.load(std::memory_order_acquire);
+      if (k == key) return &m_slots[i];
       if (k == 0) return nullptr;
     }
     return nullptr;
   }
+  KernelRecord* find(const void* handle) const {
+    const Slot* s = find_slot(handle);
+    return s ? s->record.load(std::memory_order_acquire) : nullptr;
+  }
   // Caller holds the registry mutex. False when the table is full.
   bool put(const void* handle, KernelRecord* record);
+  // Publish (or, with nullptr, withdraw) the variant serving `handle`. Caller holds the mutex.
+  void set_swap(const void* handle, Swap* swap);
+  // A forked child has none of the parent's variants loaded.
+  void clear_swaps() {
+    for (auto& s : m_slots) s.swap.store(nullptr, std::memory_order_relaxed);
+  }
 
 private:
   static size_t hash(uintptr_t k) { return size_t((k >> 4) * 0x9E3779B97F4A7C15ull >> 48) & (k_capacity - 1); }
-  struct Slot {
-    std::atomic<uintptr_t> key{0};
-    std::atomic<KernelRecord*> record{nullptr};
-  };
   Slot m_slots[k_capacity];
 };
 
@@ -85,8 +128,20 @@ public:
   // A module (or library) was loaded from `data` (size recovered from the image itself when 0).
   void module_loaded(const void* module, const void* data, size_t size);
   void module_unloaded(const void* module);
-  // `handle` (CUfunction or CUkernel) is entry `name` of `module`.
-  KernelRecord* function_found(const void* handle, const void* module, const char* name);
+  // `handle` (CUfunction or CUkernel) is entry `name` of `module`, looked up in `context`.
+  KernelRecord* function_found(const void* handle, const void* module, const char* name,
+                               void* context, bool kernel_handle);
+
+  // The handles of a kernel, with the context each was looked up in (for installing variants).
+  struct Handle {
+    const void* handle;
+    void* context;
+    bool kernel_handle;
+  };
+  std::vector<Handle> handles_of(const KernelKey& key);
+  KernelRecord* record_of(uint64_t id);
+  // The PTX of the kernel's image, when the shim has it (for the pointer analysis).
+  std::shared_ptr<const std::string> image_bytes(const ImageHash& hash, proto::ImageFormat* format);
   // A launch of a function the shim never saw looked up: name it through the driver.
   KernelRecord* function_unknown(const void* handle);
   // CUkernel -> CUfunction (cuKernelGetFunction), CUlibrary -> CUmodule (cuLibraryGetModule).

@@ -6,7 +6,9 @@
 #include "shim/log.hpp"
 #include "shim/real.hpp"
 #include "shim/registry.hpp"
+#include "shim/capture.hpp"
 #include "shim/sampler.hpp"
+#include "shim/swap.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -83,6 +85,7 @@ struct Reporter::Impl {
   bool reported_final = false;
   uint64_t next_collect = 0;
   std::string in;
+  std::deque<int> in_fds; // descriptors received, for the frames that carry them
   std::deque<Out> out;
   size_t out_bytes = 0;
   uint64_t retry_at = 0;
@@ -100,9 +103,11 @@ struct Reporter::Impl {
   void flush(uint64_t now);
   void receive(uint64_t now);
   void parse_frames(uint64_t now);
-  bool handle(const proto::FrameHeader& h, std::string_view payload, uint64_t now);
+  bool handle(const proto::FrameHeader& h, std::string_view payload, uint64_t now, int fd);
   void report();
   void answer_image(uint32_t seq, const proto::ImageRequest& req);
+  void send_captures();
+  void send_status(const proto::VariantStatus& st);
   proto::Hello hello() const;
   void signal_final_done();
 };
@@ -147,6 +152,14 @@ void Reporter::final_flush() {
   (void)ignored;
   std::unique_lock lock(s.mutex);
   s.final_cv.wait_for(lock, std::chrono::milliseconds(k_final_wait_ms), [&] { return s.final_done; });
+}
+
+void Reporter::wake() {
+  Impl& s = impl();
+  if (s.wake_fd < 0) return;
+  uint64_t one = 1;
+  ssize_t ignored = ::write(s.wake_fd, &one, sizeof one);
+  (void)ignored;
 }
 
 void Reporter::lock_for_fork() { impl().mutex.lock(); }
@@ -197,9 +210,10 @@ void Reporter::Impl::run() {
         queue(proto::frame(proto::MsgType::goodbye, ++seq, wire::Writer{}));
         reported_final = true;
       }
-    } else if (sample_in_flight() && now >= next_collect) {
-      // Timed launches finish between reports: free their events for the next ones.
+    } else if ((sample_in_flight() || captures_pending()) && now >= next_collect) {
+      // Timed launches and captures finish between reports: collect them now.
       sample_collect();
+      if (fd >= 0 && !handshake) send_captures();
       next_collect = now + k_collect_ms;
     }
     if (fd >= 0) flush(now);
@@ -225,7 +239,7 @@ void Reporter::Impl::run() {
       n = 2;
     }
     uint64_t wake_at = fd < 0 ? retry_at : handshake ? ack_deadline : next_report;
-    if (sample_in_flight()) wake_at = std::min(wake_at, now + k_collect_ms);
+    if (sample_in_flight() || captures_pending()) wake_at = std::min(wake_at, now + k_collect_ms);
     int timeout = int(std::clamp<int64_t>(int64_t(wake_at) - int64_t(now_ms()), 1, 1000));
     int r = ::poll(fds, n, timeout);
     if (r <= 0) continue;
@@ -315,6 +329,8 @@ void Reporter::Impl::disconnect(Once kind, Level level, const char* why, uint64_
   out.clear();
   out_bytes = 0;
   in.clear();
+  for (int f : in_fds) ::close(f);
+  in_fds.clear();
   uint64_t now = now_ms();
   retry_at = now + (retry_ms ? retry_ms : backoff);
   backoff = std::min(backoff * 2, k_backoff_max_ms);
@@ -365,7 +381,25 @@ void Reporter::Impl::receive(uint64_t now) {
   char buf[65536];
   bool eof = false, failed = false;
   while (fd >= 0) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    iovec iov{buf, sizeof buf};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = ::recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n > 0) {
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {
+          int got;
+          std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+          in_fds.push_back(got);
+        }
+      }
+    }
     if (n == 0) {
       eof = true;
       break;
@@ -396,7 +430,17 @@ void Reporter::Impl::parse_frames(uint64_t now) {
     }
     if (in.size() < proto::k_header_size + h->length) return;
     std::string_view payload(in.data() + proto::k_header_size, h->length);
-    bool ok = handle(*h, payload, now);
+    int frame_fd = -1;
+    if (h->flags & proto::k_flag_fd) {
+      if (in_fds.empty()) {
+        disconnect(Once::garbage, Level::warn, "the daemon sent a frame without its descriptor");
+        return;
+      }
+      frame_fd = in_fds.front();
+      in_fds.pop_front();
+    }
+    bool ok = handle(*h, payload, now, frame_fd);
+    if (frame_fd >= 0) ::close(frame_fd);
     if (fd < 0) return;
     if (!ok) {
       std::string msg = std::string("the daemon sent a malformed ") + proto::type_name(h->type) +
@@ -408,7 +452,8 @@ void Reporter::Impl::parse_frames(uint64_t now) {
   }
 }
 
-bool Reporter::Impl::handle(const proto::FrameHeader& h, std::string_view payload, uint64_t now) {
+bool Reporter::Impl::handle(const proto::FrameHeader& h, std::string_view payload, uint64_t now,
+                            int image_fd) {
   wire::Reader r(payload);
   switch (h.type) {
   case proto::MsgType::hello_ack: {
@@ -438,6 +483,40 @@ bool Reporter::Impl::handle(const proto::FrameHeader& h, std::string_view payloa
     proto::ImageRequest req;
     if (handshake || !proto::decode(r, req)) return false;
     answer_image(h.seq, req);
+    return true;
+  }
+  case proto::MsgType::capture_request: {
+    proto::CaptureRequest req;
+    if (handshake || !proto::decode(r, req)) return false;
+    KernelRecord* rec = registry().record_of(req.kernel);
+    if (!rec) return true; // a kernel this process never announced: nothing to capture
+    {
+      std::lock_guard lock(rec->capture_mutex);
+      rec->capture_request = req.request;
+      rec->capture_max_bytes = req.max_bytes;
+      rec->capture_outputs = req.with_outputs;
+    }
+    rec->capture_pending.store(req.launches, std::memory_order_release);
+    return true;
+  }
+  case proto::MsgType::install_variant: {
+    proto::InstallVariant msg;
+    if (handshake || !proto::decode(r, msg) || image_fd < 0) return false;
+    std::string image(msg.size, '\0');
+    size_t got = 0;
+    while (got < image.size()) {
+      ssize_t n = ::pread(image_fd, image.data() + got, image.size() - got, off_t(got));
+      if (n <= 0) break;
+      got += size_t(n);
+    }
+    if (got != image.size()) return false;
+    send_status(install_variant(msg, std::move(image)));
+    return true;
+  }
+  case proto::MsgType::remove_variant: {
+    proto::RemoveVariant msg;
+    if (handshake || !proto::decode(r, msg)) return false;
+    send_status(remove_variant(msg));
     return true;
   }
   default:
@@ -475,7 +554,21 @@ void Reporter::Impl::answer_image(uint32_t request_seq, const proto::ImageReques
         memfd);
 }
 
+void Reporter::Impl::send_status(const proto::VariantStatus& st) {
+  queue(proto::frame_of(proto::MsgType::variant_status, ++seq, st));
+}
+
+void Reporter::Impl::send_captures() {
+  for (auto& ready : capture_collect()) {
+    queue(proto::frame_of(proto::MsgType::capture, ++seq, ready.capture,
+                          ready.memfd >= 0 ? uint16_t(proto::k_flag_fd) : uint16_t(0)),
+          ready.memfd);
+  }
+}
+
 void Reporter::Impl::report() {
+  for (const auto& st : install_on_new_handles()) send_status(st);
+  send_captures();
   auto records = registry().records();
   if (out_bytes > k_out_limit) {
     if (first_time(Once::stalled)) {
@@ -500,12 +593,19 @@ void Reporter::Impl::report() {
     if (!rec->announced) continue;
     uint64_t launches = rec->launches.load(std::memory_order_relaxed);
     uint64_t sampled = rec->sampled.load(std::memory_order_relaxed);
-    if (launches == rec->reported_launches && sampled == rec->reported_sampled) continue;
+    uint64_t served = rec->variant_launches.load(std::memory_order_relaxed);
+    if (launches == rec->reported_launches && sampled == rec->reported_sampled &&
+        served == rec->reported_variant_launches) {
+      continue;
+    }
+    rec->reported_variant_launches = served;
     proto::KernelStats k;
     k.id = rec->id;
     k.launches = launches;
     k.sampled = std::min(sampled, launches);
     k.sampled_ns = rec->sampled_ns.load(std::memory_order_relaxed);
+    k.variant_launches = std::min(rec->variant_launches.load(std::memory_order_relaxed), launches);
+    k.fallbacks = rec->fallbacks.load(std::memory_order_relaxed);
     uint64_t g = rec->grid.load(std::memory_order_relaxed);
     uint64_t b = rec->block.load(std::memory_order_relaxed);
     k.grid = {uint32_t(g), uint32_t(g >> 32), rec->grid_z.load(std::memory_order_relaxed)};

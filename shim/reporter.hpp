@@ -16,6 +16,8 @@ public:
   void ensure_started();
   // At exit: one last report, best effort, within a short deadline.
   void final_flush();
+  // Something for the reporter to do now (a capture finished copying).
+  void wake();
 
   void lock_for_fork();
   void unlock_after_fork();

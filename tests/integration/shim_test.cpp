@@ -517,7 +517,7 @@ TEST(TestServerSelf, RecordsAFakeClientsSession) {
   ks.kernels.push_back({7, KernelKey{h, "k"}, proto::ImageFormat::ptx, 4, false});
   client.send(proto::frame_of(proto::MsgType::kernels, 2, ks));
   proto::Stats st;
-  st.kernels.push_back({7, 3, 1, 500, {1, 2, 3}, {4, 5, 6}});
+  st.kernels.push_back({7, 3, 0, 0, 1, 500, {1, 2, 3}, {4, 5, 6}});
   client.send(proto::frame_of(proto::MsgType::stats, 3, st));
   st.kernels[0].launches = 5;
   client.send(proto::frame_of(proto::MsgType::stats, 4, st));

@@ -78,7 +78,7 @@ VariantRecord make_variant(const KernelKey& kernel, int n, const std::string& ar
   v.entry = kernel.entry + "_v" + std::to_string(n);
   v.jit_options = {"CU_JIT_OPTIMIZATION_LEVEL=4", "n=" + std::to_string(n)};
   v.guard.block = {128, 1, 1};
-  v.guard.scalars = {ScalarGuard{8, std::string("\x01\x00\x00\x00", 4)}};
+  v.guard.scalars = {ScalarGuard{2, 8, std::string("\x01\x00\x00\x00", 4)}};
   v.guard.no_alias = n % 3 == 0;
   v.state = state;
   v.speedup = 1.25 + n;

@@ -1,0 +1,327 @@
+#include "shim/capture.hpp"
+
+#include "ptx/analysis.hpp"
+#include "ptx/parser.hpp"
+#include "shim/log.hpp"
+#include "shim/real.hpp"
+#include "shim/reporter.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace hone::shim {
+
+namespace {
+
+using CUctx = void*;
+using GetParamInfo = int (*)(void*, size_t, size_t*, size_t*);
+using GetRange = int (*)(uint64_t*, size_t*, uint64_t);
+using AllocHost = int (*)(void**, size_t);
+using FreeHost = int (*)(void*);
+using CopyAsync = int (*)(void*, uint64_t, size_t, void*);
+using EventCreate = int (*)(void**, unsigned);
+using EventRecord = int (*)(void*, void*);
+using EventQuery = int (*)(void*);
+using EventDestroy = int (*)(void*);
+using IsCapturing = int (*)(void*, int*);
+using GetCurrent = int (*)(CUctx*);
+using PushCtx = int (*)(CUctx);
+using PopCtx = int (*)(CUctx*);
+
+constexpr int k_success = 0;
+constexpr int k_not_ready = 600;
+constexpr unsigned k_event_disable_timing = 2;
+constexpr uint32_t k_max_params = 1024;
+
+struct Pending {
+  Capture capture;
+  void* host = nullptr;     // pinned copy of the data
+  void* event = nullptr;    // recorded after the last copy
+  CUctx context = nullptr;
+};
+
+std::mutex g_mutex;
+std::vector<Pending>* g_pending = new std::vector<Pending>(); // never freed: used during exit
+std::vector<CaptureReady>* g_refused = new std::vector<CaptureReady>();
+
+bool claim(KernelRecord* r) {
+  uint32_t p = r->capture_pending.load(std::memory_order_relaxed);
+  while (p) {
+    if (r->capture_pending.compare_exchange_weak(p, p - 1, std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
+// Pointer fields of the kernel's parameters from its PTX (once per kernel), when the shim has it.
+void analyze_pointers(KernelRecord* r) {
+  std::call_once(r->pointers_once, [r] {
+    proto::ImageFormat format = proto::ImageFormat::unknown;
+    auto bytes = registry().image_bytes(r->key.image, &format);
+    if (!bytes || format != proto::ImageFormat::ptx) return;
+    auto module = ptx::parse(std::string_view(*bytes), "capture");
+    if (!module) return;
+    const ptx::Function* f = module->function(r->key.entry);
+    if (!f || !f->is_entry) return;
+    ptx::EntryInfo info = ptx::analyze_entry(*module, *f);
+    for (uint32_t i = 0; i < info.params.size(); ++i) {
+      const auto& p = info.params[i];
+      for (const auto& u : p.pointers) r->pointers.push_back({i, u.offset});
+      // read through its address: any aligned 8-byte field may be a pointer
+      if (p.address_taken) {
+        for (uint32_t off = 0; off + 8 <= p.size; off += 8) r->pointers.push_back({i, off});
+      }
+    }
+    r->pointers_known = true;
+  });
+}
+
+void refuse(KernelRecord* r, uint64_t request, CaptureStatus status, std::string reason) {
+  CaptureReady out;
+  out.capture.request = request;
+  out.capture.kernel = r->id;
+  out.capture.key = r->key;
+  out.capture.status = status;
+  out.capture.reason = std::move(reason);
+  {
+    std::lock_guard lock(g_mutex);
+    g_refused->push_back(std::move(out));
+  }
+  reporter().wake();
+}
+
+} // namespace
+
+int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
+                   const std::function<int()>& launch) {
+  if (!claim(r)) return launch();
+  uint64_t request, max_bytes;
+  bool outputs;
+  {
+    std::lock_guard lock(r->capture_mutex);
+    request = r->capture_request;
+    max_bytes = r->capture_max_bytes;
+    outputs = r->capture_outputs;
+  }
+  auto param_info = real_as<GetParamInfo>(Fn::cuFuncGetParamInfo);
+  auto range = real_as<GetRange>(Fn::cuMemGetAddressRange_v2);
+  auto alloc_host = real_as<AllocHost>(Fn::cuMemAllocHost_v2);
+  auto free_host = real_as<FreeHost>(Fn::cuMemFreeHost);
+  auto copy = real_as<CopyAsync>(a.per_thread ? Fn::cuMemcpyDtoHAsync_v2_ptsz : Fn::cuMemcpyDtoHAsync_v2);
+  auto event_create = real_as<EventCreate>(Fn::cuEventCreate);
+  auto record = real_as<EventRecord>(a.per_thread ? Fn::cuEventRecord_ptsz : Fn::cuEventRecord);
+  auto capturing = real_as<IsCapturing>(a.per_thread ? Fn::cuStreamIsCapturing_ptsz : Fn::cuStreamIsCapturing);
+  auto get_current = real_as<GetCurrent>(Fn::cuCtxGetCurrent);
+  if (!param_info || !range || !alloc_host || !free_host || !copy || !event_create || !record ||
+      !capturing || !get_current) {
+    refuse(r, request, CaptureStatus::failed, "the driver lacks a function capture needs");
+    return launch();
+  }
+  int graph = 0;
+  if (capturing(a.stream, &graph) != k_success || graph != 0) {
+    refuse(r, request, CaptureStatus::unsupported, "the launch is being captured into a CUDA graph");
+    return launch();
+  }
+
+  // The parameter buffer as the driver lays it out.
+  Capture c;
+  c.request = request;
+  c.kernel = r->id;
+  c.key = r->key;
+  for (int i = 0; i < 3; ++i) {
+    c.grid[size_t(i)] = a.grid[i];
+    c.block[size_t(i)] = a.block[i];
+  }
+  c.shared_bytes = a.shared_bytes;
+  for (uint32_t i = 0; i < k_max_params; ++i) {
+    size_t off = 0, size = 0;
+    if (param_info(function, i, &off, &size) != k_success) break;
+    c.params.push_back({uint32_t(off), uint32_t(size)});
+  }
+  size_t total_params = 0;
+  for (const auto& p : c.params) total_params = std::max<size_t>(total_params, p.offset + p.size);
+  c.param_bytes.assign(total_params, '\0');
+  if (a.params) {
+    for (size_t i = 0; i < c.params.size(); ++i) {
+      if (a.params[i]) std::memcpy(c.param_bytes.data() + c.params[i].offset, a.params[i], c.params[i].size);
+    }
+  } else {
+    const uint8_t* buf;
+    size_t size;
+    if (!extra_buffer(a.extra, &buf, &size) || size < total_params) {
+      refuse(r, request, CaptureStatus::failed, "parameters passed in a form capture does not read");
+      return launch();
+    }
+    std::memcpy(c.param_bytes.data(), buf, total_params);
+  }
+
+  // Pointer parameters: from the PTX analysis when there is PTX, else every aligned 8-byte field
+  // whose value lies inside a device allocation.
+  analyze_pointers(r);
+  std::vector<KernelRecord::PointerField> fields;
+  if (r->pointers_known) {
+    fields = r->pointers;
+  } else {
+    for (uint32_t i = 0; i < c.params.size(); ++i) {
+      for (uint32_t off = 0; off + 8 <= c.params[i].size; off += 8) fields.push_back({i, off});
+    }
+  }
+  c.pointers_from_analysis = r->pointers_known;
+  std::map<uint64_t, size_t> allocations; // base -> size
+  for (const auto& f : fields) {
+    if (f.param >= c.params.size() || f.field + 8 > c.params[f.param].size) continue;
+    uint64_t v;
+    std::memcpy(&v, c.param_bytes.data() + c.params[f.param].offset + f.field, 8);
+    if (!v) continue;
+    uint64_t base = 0;
+    size_t size = 0;
+    if (range(&base, &size, v) != k_success) continue; // not device memory
+    allocations[base] = size;
+    CaptureBuffer b;
+    b.param = f.param;
+    b.field = f.field;
+    b.pointer = v;
+    b.base = base;
+    b.size = size;
+    c.buffers.push_back(b);
+  }
+  uint64_t before_bytes = 0;
+  std::map<uint64_t, uint64_t> offset_of; // base -> offset in the data
+  for (const auto& [base, size] : allocations) {
+    offset_of[base] = before_bytes;
+    before_bytes += size;
+  }
+  uint64_t total = before_bytes * (outputs ? 2 : 1);
+  if (total > max_bytes) {
+    refuse(r, request, CaptureStatus::too_large,
+           "the launch's buffers take " + std::to_string(total) + " bytes, over the capture cap of " +
+               std::to_string(max_bytes));
+    return launch();
+  }
+  for (auto& b : c.buffers) {
+    b.before = offset_of[b.base];
+    if (outputs) b.after = before_bytes + offset_of[b.base];
+  }
+  c.data_bytes = total;
+
+  void* host = nullptr;
+  if (total && alloc_host(&host, total) != k_success) {
+    refuse(r, request, CaptureStatus::failed, "no pinned host memory for the capture");
+    return launch();
+  }
+  bool copied = true;
+  for (const auto& [base, size] : allocations) {
+    copied = copied && copy(static_cast<char*>(host) + offset_of[base], base, size, a.stream) == k_success;
+  }
+  int res = launch();
+  if (outputs && res == k_success) {
+    for (const auto& [base, size] : allocations) {
+      copied = copied && copy(static_cast<char*>(host) + before_bytes + offset_of[base], base, size,
+                              a.stream) == k_success;
+    }
+  }
+  void* event = nullptr;
+  if (!copied || res != k_success || event_create(&event, k_event_disable_timing) != k_success ||
+      record(event, a.stream) != k_success) {
+    if (host) free_host(host);
+    refuse(r, request, CaptureStatus::failed,
+           res != k_success ? "the captured launch failed" : "copying the buffers failed");
+    return res;
+  }
+  Pending p;
+  p.capture = std::move(c);
+  p.host = host;
+  p.event = event;
+  get_current(&p.context);
+  {
+    std::lock_guard lock(g_mutex);
+    g_pending->push_back(std::move(p));
+  }
+  reporter().wake();
+  return res;
+}
+
+std::vector<CaptureReady> capture_collect() {
+  std::vector<CaptureReady> out;
+  std::vector<Pending> done;
+  {
+    std::lock_guard lock(g_mutex);
+    out.swap(*g_refused);
+    if (g_pending->empty()) return out;
+  }
+  auto query = real_as<EventQuery>(Fn::cuEventQuery);
+  auto destroy = real_as<EventDestroy>(Fn::cuEventDestroy_v2);
+  auto free_host = real_as<FreeHost>(Fn::cuMemFreeHost);
+  auto push = real_as<PushCtx>(Fn::cuCtxPushCurrent_v2);
+  auto pop = real_as<PopCtx>(Fn::cuCtxPopCurrent_v2);
+  if (!query || !destroy || !free_host || !push || !pop) return out;
+  // Query outside the lock: no mutex of the shim is held around the driver.
+  std::vector<Pending> waiting;
+  {
+    std::lock_guard lock(g_mutex);
+    waiting.swap(*g_pending);
+  }
+  std::vector<Pending> still;
+  for (auto& p : waiting) {
+    int q = k_not_ready;
+    if (push(p.context) == k_success) {
+      q = query(p.event);
+      CUctx popped;
+      pop(&popped);
+    }
+    if (q == k_not_ready) still.push_back(std::move(p));
+    else done.push_back(std::move(p));
+  }
+  if (!still.empty()) {
+    std::lock_guard lock(g_mutex);
+    for (auto& p : still) g_pending->push_back(std::move(p));
+  }
+  for (auto& p : done) {
+    CaptureReady ready;
+    ready.capture = std::move(p.capture);
+    int fd = ::memfd_create("hone-capture", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    bool ok = fd >= 0;
+    const char* data = static_cast<const char*>(p.host);
+    for (uint64_t done_bytes = 0; ok && done_bytes < ready.capture.data_bytes;) {
+      ssize_t n = ::write(fd, data + done_bytes, ready.capture.data_bytes - done_bytes);
+      if (n <= 0) ok = false;
+      else done_bytes += uint64_t(n);
+    }
+    if (ok) {
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+      ready.memfd = fd;
+    } else {
+      if (fd >= 0) ::close(fd);
+      ready.capture.status = CaptureStatus::failed;
+      ready.capture.reason = "could not write the capture to a memfd";
+      ready.capture.buffers.clear();
+      ready.capture.data_bytes = 0;
+    }
+    if (push(p.context) == k_success) {
+      destroy(p.event);
+      if (p.host) free_host(p.host);
+      CUctx popped;
+      pop(&popped);
+    }
+    out.push_back(std::move(ready));
+  }
+  return out;
+}
+
+size_t captures_pending() {
+  std::lock_guard lock(g_mutex);
+  return g_pending->size() + g_refused->size();
+}
+
+void capture_reset_after_fork() {
+  // the parent's pinned memory and events are not the child's to free
+  g_pending = new std::vector<Pending>();
+  g_refused = new std::vector<CaptureReady>();
+}
+
+} // namespace hone::shim

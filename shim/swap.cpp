@@ -1,0 +1,185 @@
+#include "shim/swap.hpp"
+
+#include "shim/log.hpp"
+#include "shim/real.hpp"
+#include "shim/registry.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace hone::shim {
+
+namespace {
+
+using CUctx = void*;
+using PushCtx = int (*)(CUctx);
+using PopCtx = int (*)(CUctx*);
+using LoadDataEx = int (*)(void**, const void*, unsigned, int*, void**);
+using GetFunction = int (*)(void**, void*, const char*);
+using ErrorString = int (*)(int, const char**);
+
+constexpr int k_success = 0;
+
+struct Installed {
+  proto::InstallVariant msg;
+  std::string image;
+  std::map<CUctx, void*> function_in; // the variant's function per context
+  std::vector<const void*> served;     // handles it serves
+};
+
+// Reporter thread only (and the fork handler).
+std::map<KernelKey, Installed>* g_installed = new std::map<KernelKey, Installed>();
+
+// JIT option names as honed sends them ("MAX_REGISTERS=64"), CUjit_option values of cuda.h.
+bool jit_option(const std::string& text, int* option, void** value) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos) return false;
+  std::string name = text.substr(0, eq);
+  unsigned long v = std::strtoul(text.c_str() + eq + 1, nullptr, 10);
+  static const std::map<std::string, int> names = {
+      {"MAX_REGISTERS", 0}, {"THREADS_PER_BLOCK", 1}, {"OPTIMIZATION_LEVEL", 7},
+      {"TARGET_FROM_CUCONTEXT", 8}, {"CACHE_MODE", 14}, {"GENERATE_LINE_INFO", 13}};
+  auto it = names.find(name);
+  if (it == names.end()) return false;
+  *option = it->second;
+  *value = reinterpret_cast<void*>(uintptr_t(v));
+  return true;
+}
+
+std::string driver_error(int code) {
+  const char* s = nullptr;
+  if (auto f = real_as<ErrorString>(Fn::cuGetErrorString)) f(code, &s);
+  return s ? s : "error " + std::to_string(code);
+}
+
+// Load the variant in `ctx` (once) and return its function, or nullptr with `why`.
+void* function_in(Installed& inst, CUctx ctx, std::string* why) {
+  auto it = inst.function_in.find(ctx);
+  if (it != inst.function_in.end()) return it->second;
+  auto push = real_as<PushCtx>(Fn::cuCtxPushCurrent_v2);
+  auto pop = real_as<PopCtx>(Fn::cuCtxPopCurrent_v2);
+  auto load = real_as<LoadDataEx>(Fn::cuModuleLoadDataEx);
+  auto get = real_as<GetFunction>(Fn::cuModuleGetFunction);
+  if (!push || !pop || !load || !get) {
+    *why = "the driver lacks a function swapping needs";
+    return nullptr;
+  }
+  std::vector<int> options;
+  std::vector<void*> values;
+  for (const auto& o : inst.msg.jit_options) {
+    int opt;
+    void* val;
+    if (!jit_option(o, &opt, &val)) {
+      *why = "unknown JIT option " + o;
+      return nullptr;
+    }
+    options.push_back(opt);
+    values.push_back(val);
+  }
+  if (push(ctx) != k_success) {
+    *why = "the kernel's context is gone";
+    return nullptr;
+  }
+  void* module = nullptr;
+  void* fn = nullptr;
+  int r = load(&module, inst.image.data(), unsigned(options.size()), options.data(), values.data());
+  if (r == k_success) r = get(&fn, module, inst.msg.entry.c_str());
+  CUctx popped;
+  pop(&popped);
+  if (r != k_success) {
+    *why = "loading the variant failed: " + driver_error(r);
+    return nullptr;
+  }
+  inst.function_in[ctx] = fn; // the module stays loaded until exit (see swap.hpp)
+  return fn;
+}
+
+// Serve every handle of the kernel not served yet. Returns false with `why` on the first failure.
+bool serve(Installed& inst, std::string* why) {
+  for (const auto& h : registry().handles_of(inst.msg.kernel)) {
+    if (std::find(inst.served.begin(), inst.served.end(), h.handle) != inst.served.end()) continue;
+    void* fn = function_in(inst, h.context, why);
+    if (!fn) return false;
+    auto* swap = new Swap{fn, h.context, h.kernel_handle, inst.msg.guard, inst.msg.variant};
+    {
+      std::lock_guard lock(registry().mutex());
+      registry().functions.set_swap(h.handle, swap);
+    }
+    inst.served.push_back(h.handle);
+  }
+  return true;
+}
+
+void withdraw(Installed& inst) {
+  std::lock_guard lock(registry().mutex());
+  for (const void* h : inst.served) registry().functions.set_swap(h, nullptr);
+  inst.served.clear();
+}
+
+} // namespace
+
+proto::VariantStatus install_variant(const proto::InstallVariant& msg, std::string image) {
+  proto::VariantStatus st;
+  st.kernel = msg.kernel;
+  st.variant = msg.variant;
+  auto [it, fresh] = g_installed->try_emplace(msg.kernel);
+  Installed& inst = it->second;
+  if (!fresh) withdraw(inst); // a newer variant replaces the one serving now
+  inst = Installed{msg, std::move(image), {}, {}};
+  std::string why;
+  if (!serve(inst, &why)) {
+    withdraw(inst);
+    g_installed->erase(it);
+    st.message = why;
+    log(Level::info, "variant %s of %s not installed: %s", msg.variant.hex().c_str(),
+        msg.kernel.entry.c_str(), why.c_str());
+    return st;
+  }
+  st.installed = true;
+  st.message = "serving " + std::to_string(inst.served.size()) + " handle(s)";
+  log(Level::info, "variant %s now serves %s", msg.variant.hex().c_str(), msg.kernel.entry.c_str());
+  return st;
+}
+
+proto::VariantStatus remove_variant(const proto::RemoveVariant& msg) {
+  proto::VariantStatus st;
+  st.kernel = msg.kernel;
+  st.variant = msg.variant;
+  auto it = g_installed->find(msg.kernel);
+  if (it == g_installed->end() ||
+      (!(msg.variant.h.empty()) && it->second.msg.variant != msg.variant)) {
+    st.message = "not installed";
+    return st;
+  }
+  withdraw(it->second);
+  st.variant = it->second.msg.variant;
+  g_installed->erase(it);
+  st.message = "removed";
+  log(Level::info, "variant %s of %s removed", st.variant.hex().c_str(), msg.kernel.entry.c_str());
+  return st;
+}
+
+std::vector<proto::VariantStatus> install_on_new_handles() {
+  std::vector<proto::VariantStatus> out;
+  for (auto it = g_installed->begin(); it != g_installed->end();) {
+    std::string why;
+    if (serve(it->second, &why)) {
+      ++it;
+      continue;
+    }
+    proto::VariantStatus st;
+    st.kernel = it->first;
+    st.variant = it->second.msg.variant;
+    st.message = why;
+    withdraw(it->second);
+    out.push_back(st);
+    it = g_installed->erase(it);
+  }
+  return out;
+}
+
+void swap_reset_after_fork() { g_installed = new std::map<KernelKey, Installed>(); }
+
+} // namespace hone::shim
