@@ -1,0 +1,533 @@
+#include "daemon/worker/capture_check.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+namespace hone::worker {
+
+namespace {
+
+// The emulated device varies its block and warp order by this seed, read at every launch, so a
+// race shows up as two different results; a real driver ignores it.
+constexpr const char* k_seed_env = "HONE_EMU_SCHEDULE_SEED";
+
+// More schedules the original gets before a difference is blamed on the candidate.
+constexpr uint64_t k_probe_runs = 6;
+
+uint64_t load_u64(std::string_view s, uint64_t at) {
+  uint64_t v = 0;
+  std::memcpy(&v, s.data() + at, 8);
+  return v;
+}
+
+std::string signed_offset_text(int64_t off, uint64_t size) {
+  if (off < 0) return std::to_string(-off) + " bytes before the start of";
+  return std::to_string(uint64_t(off) - size) + " bytes past the end of";
+}
+
+} // namespace
+
+CaptureCheck::CaptureCheck(Device& device, const Job& job, size_t index, std::string_view data,
+                           const ptx::EntryInfo* entry, Kernels kernels, Watchdog* watchdog,
+                           RunClock* clock)
+    : m_device(device), m_job(job), m_capture(job.captures[index]), m_index(index), m_data(data),
+      m_entry(entry), m_kernels(kernels), m_watchdog(watchdog), m_clock(clock) {
+  m_shape.grid = m_capture.grid;
+  m_shape.block = m_capture.block;
+  m_shape.shared_bytes = m_capture.shared_bytes;
+}
+
+std::string CaptureCheck::param_name(uint32_t param) const {
+  std::string s = "parameter " + std::to_string(param);
+  if (m_entry && param < m_entry->params.size()) s += " (" + m_entry->params[param].name + ")";
+  return s;
+}
+
+std::string CaptureCheck::name(size_t a) const {
+  const auto& b = m_capture.buffers[m_allocs[a].buffers.front()];
+  std::string s = param_name(b.param);
+  if (b.field) s += " field +" + std::to_string(b.field);
+  return s;
+}
+
+Failure CaptureCheck::launch_failure(Who who, const Error& e) const {
+  auto code = CUresult(e.code);
+  bool lost = cuda::is_sticky(code) || !m_device.healthy();
+  std::string where = "capture " + std::to_string(m_index);
+  if (who == Who::original) {
+    return {VerdictKind::internal,
+            "the original kernel failed on " + where +
+                ", so the capture cannot be replayed (a bad capture, or buffers the kernel "
+                "does not accept where the worker restored them): " +
+                e.message,
+            lost};
+  }
+  VerdictKind kind = VerdictKind::launch_error;
+  if (code == CUDA_ERROR_ILLEGAL_ADDRESS || code == CUDA_ERROR_MISALIGNED_ADDRESS) {
+    kind = VerdictKind::illegal_address;
+  } else if (code == CUDA_ERROR_LAUNCH_TIMEOUT) {
+    kind = VerdictKind::timeout;
+  }
+  return {kind, "the candidate failed on " + where + ": " + e.message, lost};
+}
+
+std::optional<Failure> CaptureCheck::place() {
+  // Does any buffer hold a pointer into a captured allocation (an 8-byte-aligned value inside
+  // one)? Then the allocations must keep their original addresses. Otherwise each one is placed
+  // on its own with guard zones on both sides: restored at their original addresses, allocations
+  // the application had side by side stay side by side, with no guard between them.
+  auto pointing_into = [&](uint64_t v, bool moved_only) -> std::optional<size_t> {
+    for (size_t a = 0; a < m_allocs.size(); ++a) {
+      if (moved_only && m_at_original[a]) continue;
+      if (v >= m_allocs[a].base && v - m_allocs[a].base <= m_allocs[a].size) return a;
+    }
+    return std::nullopt;
+  };
+  struct Stored {
+    size_t holder;
+    uint64_t offset;
+    size_t target;
+  };
+  auto find_stored = [&](bool moved_only) -> std::optional<Stored> {
+    for (size_t a = 0; a < m_allocs.size(); ++a) {
+      const auto& before = m_allocs[a].before;
+      for (uint64_t off = (8 - m_allocs[a].base % 8) % 8; off + 8 <= before.size(); off += 8) {
+        if (auto t = pointing_into(load_u64(before, off), moved_only)) return Stored{a, off, *t};
+      }
+    }
+    return std::nullopt;
+  };
+  m_at_original.assign(m_allocs.size(), false);
+  auto stored = find_stored(false);
+  const char* env = std::getenv("HONE_WORKER_RESTORE"); // auto (default), original, relocate
+  std::string_view mode = env ? env : "auto";
+  bool original_addresses = mode == "original" || (mode != "relocate" && stored);
+
+  auto p = Placement::place(m_device, m_allocs, original_addresses);
+  if (!p) {
+    return Failure{VerdictKind::internal,
+                   "restoring the buffers of capture " + std::to_string(m_index) + ": " +
+                       p.error().message,
+                   cuda::is_sticky(CUresult(p.error().code))};
+  }
+  m_placement = std::move(*p);
+  m_restore_how = original_addresses ? m_placement->how()
+                  : mode == "relocate"
+                      ? "relocated (HONE_WORKER_RESTORE=relocate)"
+                      : "relocated: no buffer holds a pointer into a captured buffer, so each "
+                        "gets guard zones of its own";
+  m_guards.assign(m_allocs.size(), 0);
+  for (size_t a = 0; a < m_allocs.size(); ++a) {
+    m_at_original[a] = m_placement->at_original(a);
+    m_guards[a] = m_placement->guard_bytes(a);
+  }
+
+  // Point every listed pointer at the buffer's new home.
+  m_params = m_capture.param_bytes;
+  for (size_t a = 0; a < m_allocs.size(); ++a) {
+    for (uint32_t bi : m_allocs[a].buffers) {
+      const auto& b = m_capture.buffers[bi];
+      uint64_t at = uint64_t(m_capture.params[b.param].offset) + b.field;
+      if (load_u64(m_params, at) != b.pointer) {
+        return Failure{VerdictKind::internal, "capture " + std::to_string(m_index) +
+                                                  " is inconsistent: " + param_name(b.param) +
+                                                  " does not hold the pointer its buffer lists"};
+      }
+      uint64_t moved = m_placement->base(a) + (b.pointer - m_allocs[a].base);
+      std::memcpy(m_params.data() + at, &moved, 8);
+    }
+  }
+  if (!m_placement->any_relocated()) return std::nullopt;
+
+  // A moved allocation breaks every pointer to it that the worker cannot patch: those stored in
+  // buffers, and those in parameters the capture does not list.
+  if (auto st = find_stored(true)) {
+    return Failure{VerdictKind::unsupported,
+                   "buffers hold pointers into other captured buffers; they cannot be moved (" +
+                       name(st->holder) + " at byte " + std::to_string(st->offset) +
+                       " points into " + name(st->target) +
+                       ", and its original address is not available here: " + m_restore_how + ")"};
+  }
+  for (uint32_t p = 0; p < m_capture.params.size(); ++p) {
+    const auto& slot = m_capture.params[p];
+    for (uint32_t f = 0; f + 8 <= slot.size; f += 8) {
+      bool listed = false;
+      for (const auto& b : m_capture.buffers) listed = listed || (b.param == p && b.field == f);
+      if (listed) continue;
+      if (auto t =
+              pointing_into(load_u64(m_capture.param_bytes, uint64_t(slot.offset) + f), true)) {
+        return Failure{VerdictKind::unsupported,
+                       param_name(p) + " holds a pointer into " + name(*t) +
+                           " that the capture does not list, so it cannot be moved"};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> CaptureCheck::run(Who who, Fill fill, uint64_t seed,
+                                         Placement::Snapshot& out, size_t fill_allocation) {
+  auto internal = [&](const Error& e) {
+    return Failure{VerdictKind::internal, "capture " + std::to_string(m_index) + ": " + e.message,
+                   cuda::is_sticky(CUresult(e.code)) || !m_device.healthy()};
+  };
+  if (auto r = m_placement->restore(fill); !r) return internal(r.error());
+  if (fill_allocation < m_allocs.size()) {
+    if (auto r = m_device.fill(m_placement->base(fill_allocation), k_poison,
+                               m_allocs[fill_allocation].size);
+        !r) {
+      return internal(r.error());
+    }
+  }
+  if (seed) {
+    ::setenv(k_seed_env, std::to_string(seed).c_str(), 1);
+  } else {
+    ::unsetenv(k_seed_env);
+  }
+  CUfunction fn = who == Who::original ? m_kernels.original : m_kernels.candidate;
+  if (who == Who::candidate && m_watchdog) {
+    // Generous: a correct candidate is not many times slower than the original.
+    double s = std::max(60.0, 20 * m_clock->slowest_original_s);
+    m_watchdog->arm(std::chrono::milliseconds(int64_t(s * 1000)));
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = m_device.run(fn, m_shape, m_params);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (who == Who::candidate && m_watchdog) m_watchdog->disarm();
+  if (who == Who::original)
+    m_clock->slowest_original_s = std::max(m_clock->slowest_original_s, wall);
+  if (!r) return launch_failure(who, r.error());
+  ++m_runs;
+  auto snap = m_placement->snapshot();
+  if (!snap) return internal(snap.error());
+  if (auto hit = m_placement->guard_hit(*snap)) {
+    std::string where = std::to_string(hit->bytes) + " guard bytes changed, the first " +
+                        signed_offset_text(hit->offset, m_allocs[hit->allocation].size) + " " +
+                        name(hit->allocation) + " (" +
+                        std::to_string(m_allocs[hit->allocation].size) + " bytes)";
+    if (who == Who::original) {
+      return Failure{VerdictKind::internal, "capture " + std::to_string(m_index) +
+                                                ": the original kernel wrote outside its captured "
+                                                "buffers (" +
+                                                where + ")"};
+    }
+    return Failure{VerdictKind::illegal_address,
+                   "the candidate wrote outside its buffers on capture " + std::to_string(m_index) +
+                       ": " + where};
+  }
+  out = std::move(*snap);
+  return std::nullopt;
+}
+
+std::optional<Failure> CaptureCheck::validate(uint64_t seed1, uint64_t seed2) {
+  struct Release {
+    CaptureCheck* self;
+    ~Release() { self->release(); }
+  } release_at_exit{this};
+  m_runs = 0;
+  auto allocs = collect_allocations(m_capture, m_data);
+  if (!allocs) {
+    return Failure{VerdictKind::internal, "capture " + std::to_string(m_index) +
+                                              " is inconsistent: " + allocs.error().message};
+  }
+  m_allocs = std::move(*allocs);
+  m_info.assign(m_allocs.size(), Alloc{});
+  for (size_t a = 0; a < m_allocs.size(); ++a) {
+    Alloc& info = m_info[a];
+    const auto& first = m_capture.buffers[m_allocs[a].buffers.front()];
+    info.origin = first.pointer - first.base;
+    bool known = m_entry != nullptr;
+    bool written = m_entry == nullptr;
+    std::vector<ptx::Type> types;
+    for (uint32_t bi : m_allocs[a].buffers) {
+      const auto& b = m_capture.buffers[bi];
+      if (!m_entry || b.param >= m_entry->params.size()) {
+        known = false;
+        written = true;
+        continue;
+      }
+      const auto& p = m_entry->params[b.param];
+      const ptx::PointerUse* use = nullptr;
+      for (const auto& u : p.pointers) {
+        if (u.offset == b.field) use = &u;
+      }
+      if (!use) {
+        // Not used as a pointer, unless the parameter is read through its address.
+        if (p.address_taken) {
+          known = false;
+          written = true;
+        }
+        continue;
+      }
+      if (use->escapes) known = false;
+      written =
+          written || use->escapes || (use->access & (ptx::k_access_write | ptx::k_access_atomic));
+      types.insert(types.end(), use->types.begin(), use->types.end());
+    }
+    info.type = known ? element_type(types) : ElementType{};
+    info.written = written;
+  }
+  if (auto f = place()) return f;
+
+  // a. The original on the captured bytes: which bytes it changes.
+  Placement::Snapshot clean_run;
+  if (auto f = run(Who::original, Fill::clean, seed1, clean_run)) return f;
+  // When the shim also copied the buffers after the launch, the replay should end the same
+  // (unless the kernel is nondeterministic): evidence that the capture is faithful.
+  for (size_t a = 0; a < m_allocs.size(); ++a) {
+    for (uint32_t bi : m_allocs[a].buffers) {
+      const auto& b = m_capture.buffers[bi];
+      if (b.after == ~0ull) continue;
+      m_info[a].replays_capture = m_placement->data(clean_run, a) == m_data.substr(b.after, b.size);
+      break;
+    }
+  }
+
+  // b. Is each allocation it writes a pure output? Poison all of it and run again: a pure output
+  // ends the same wherever the original writes, and still poisoned where it does not. Poisoning
+  // the whole allocation (not only the changed bytes) also finds bytes the original rewrites with
+  // the value they already held.
+  for (size_t a = 0; a < m_allocs.size(); ++a) {
+    Alloc& info = m_info[a];
+    std::string_view r = m_placement->data(clean_run, a), before = m_allocs[a].before;
+    bool changed = r != before;
+    if (!changed && !info.written) continue;
+    Placement::Snapshot filled_run;
+    if (auto f = run(Who::original, Fill::clean, seed1, filled_run, a)) return f;
+    bool pure = true;
+    for (size_t x = 0; x < m_allocs.size() && pure; ++x) {
+      if (x != a && m_placement->data(filled_run, x) != m_placement->data(clean_run, x))
+        pure = false;
+    }
+    std::string_view p = m_placement->data(filled_run, a);
+    for (uint64_t i = 0; i < p.size() && pure; ++i) {
+      if (p[i] == r[i]) continue;
+      if (uint8_t(p[i]) == k_poison && r[i] == before[i]) continue;
+      pure = false;
+    }
+    if (!pure) {
+      info.role = Role::read_modify_write;
+      continue;
+    }
+    for (uint64_t i = 0; i < p.size();) {
+      auto written_at = [&](uint64_t k) { return r[k] != before[k] || uint8_t(p[k]) != k_poison; };
+      if (!written_at(i)) {
+        ++i;
+        continue;
+      }
+      uint64_t j = i;
+      while (j < p.size() && written_at(j)) ++j;
+      info.poison.push_back({i, j - i});
+      i = j;
+    }
+    info.role = info.poison.empty() ? Role::input : Role::output;
+    for (auto [off, len] : info.poison) m_placement->poison(a, off, len);
+  }
+  clean_run = {};
+
+  // c. The original twice more, under two schedules: where they differ, the original itself is
+  // nondeterministic (atomics) and only a tolerance can compare.
+  Placement::Snapshot o1, o2;
+  if (auto f = run(Who::original, Fill::poison, seed1, o1)) return f;
+  if (auto f = run(Who::original, Fill::poison, seed2, o2)) return f;
+  // Per allocation, another result of the original where it is nondeterministic.
+  std::vector<std::string> spread(m_allocs.size());
+  auto mark_nondeterministic = [&](size_t a, std::string_view other) -> std::optional<Failure> {
+    Alloc& info = m_info[a];
+    info.original_nondeterministic = true;
+    spread[a] = std::string(other);
+    if (info.type.dtype == Dtype::exact) {
+      return Failure{VerdictKind::unsupported,
+                     "the original kernel itself is nondeterministic in " + name(a) +
+                         " on capture " + std::to_string(m_index) +
+                         " (runs under different schedules differ) and its elements are not "
+                         "floating-point, so no tolerance can compare them"};
+    }
+    info.tolerance = true;
+    return std::nullopt;
+  };
+  for (size_t a = 0; a < m_allocs.size(); ++a) {
+    Alloc& info = m_info[a];
+    if (m_placement->data(o1, a) != m_placement->data(o2, a)) {
+      if (auto f = mark_nondeterministic(a, m_placement->data(o2, a))) return f;
+    }
+    info.tolerance = info.type.dtype != Dtype::exact &&
+                     (m_job.comparison == Comparison::tolerance || info.original_nondeterministic);
+  }
+  // Two equal runs do not prove the original deterministic (atomics may happen to add up the
+  // same). Before the candidate is blamed for a difference, the original gets more schedules.
+  auto original_varies = [&](size_t a, bool& varies) -> std::optional<Failure> {
+    varies = false;
+    for (uint64_t k = 1; k <= k_probe_runs && !varies; ++k) {
+      Placement::Snapshot o;
+      uint64_t seed = ((seed1 + k * 0x9E3779B9ull) & 0x7FFFFFFF) + 1;
+      if (auto f = run(Who::original, Fill::poison, seed, o)) return f;
+      if (m_placement->data(o, a) != m_placement->data(o1, a)) {
+        varies = true;
+        if (auto f = mark_nondeterministic(a, m_placement->data(o, a))) return f;
+      }
+    }
+    return std::nullopt;
+  };
+
+  // d. The candidate twice, under the same two schedules: it must be as deterministic as the
+  // original.
+  Placement::Snapshot c1, c2;
+  if (auto f = run(Who::candidate, Fill::poison, seed1, c1)) return f;
+  if (auto f = run(Who::candidate, Fill::poison, seed2, c2)) return f;
+  for (size_t a = 0; a < m_allocs.size(); ++a) {
+    if (m_info[a].original_nondeterministic) continue;
+    CompareSpec spec;
+    spec.type = m_info[a].type;
+    spec.origin = m_info[a].origin;
+    Difference d = compare(m_placement->data(c1, a), m_placement->data(c2, a), spec);
+    if (!d.any()) continue;
+    bool varies = false;
+    if (auto f = original_varies(a, varies)) return f;
+    if (varies) continue;
+    return Failure{VerdictKind::nondeterministic,
+                   "two runs of the candidate on capture " + std::to_string(m_index) +
+                       " differ (a race?) in " + name(a) + ", " + describe(d) +
+                       " (the first run is 'want'); the original gives one result under " +
+                       std::to_string(2 + k_probe_runs) + " schedules"};
+  }
+
+  // e. The candidate against the original, every byte of every allocation.
+  auto spec_for = [&](size_t a) {
+    CompareSpec spec;
+    spec.type = m_info[a].type;
+    spec.origin = m_info[a].origin;
+    if (m_info[a].tolerance) spec.tolerance = &m_job.tolerance;
+    if (m_info[a].original_nondeterministic) spec.spread = spread[a];
+    return spec;
+  };
+  for (size_t a = 0; a < m_allocs.size(); ++a) {
+    Alloc& info = m_info[a];
+    info.diff = compare(m_placement->data(o1, a), m_placement->data(c1, a), spec_for(a));
+    if (info.diff.any() && !info.original_nondeterministic) {
+      // A different rounding of an order the original did not fix is not a mismatch.
+      bool varies = false;
+      if (auto f = original_varies(a, varies)) return f;
+      if (varies)
+        info.diff = compare(m_placement->data(o1, a), m_placement->data(c1, a), spec_for(a));
+    }
+    if (info.diff.any()) {
+      std::string why;
+      if (info.role == Role::input) why = " (a buffer the original does not change)";
+      return Failure{VerdictKind::mismatch, "capture " + std::to_string(m_index) + ", " + name(a) +
+                                                why + ": " + describe(info.diff)};
+    }
+  }
+
+  // f. The candidate once more with the second poison: a byte the original writes as 0xFF looks
+  // written by a candidate that leaves it alone. Its result must not depend on what the outputs
+  // held before the launch.
+  bool any_poison = false;
+  for (const auto& info : m_info) any_poison = any_poison || !info.poison.empty();
+  if (!any_poison) return std::nullopt;
+  Placement::Snapshot c3;
+  if (auto f = run(Who::candidate, Fill::poison_alt, seed1, c3)) return f;
+  for (size_t a = 0; a < m_allocs.size(); ++a) {
+    CompareSpec spec = spec_for(a);
+    if (!m_info[a].original_nondeterministic) spec.tolerance = nullptr;
+    Difference d = compare(m_placement->data(c1, a), m_placement->data(c3, a), spec);
+    if (d.any()) {
+      return Failure{VerdictKind::mismatch,
+                     "capture " + std::to_string(m_index) + ", " + name(a) +
+                         ": the candidate's result depends on what the outputs held before the "
+                         "launch (it leaves bytes the original writes unwritten, or reads them): " +
+                         describe(d) +
+                         " ('want' with outputs pre-filled with 0xFF, 'got' with 0x5A)"};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> CaptureCheck::prepare() {
+  if (auto f = place()) return f;
+  for (size_t a = 0; a < m_allocs.size(); ++a) {
+    for (auto [off, len] : m_info[a].poison) m_placement->poison(a, off, len);
+  }
+  return std::nullopt;
+}
+
+std::variant<double, Failure> CaptureCheck::timed_run(bool candidate) {
+  if (auto r = m_placement->restore(Fill::poison); !r) {
+    return Failure{VerdictKind::internal, r.error().message,
+                   cuda::is_sticky(CUresult(r.error().code))};
+  }
+  ::unsetenv(k_seed_env);
+  Who who = candidate ? Who::candidate : Who::original;
+  if (candidate && m_watchdog) {
+    double s = std::max(60.0, 20 * m_clock->slowest_original_s);
+    m_watchdog->arm(std::chrono::milliseconds(int64_t(s * 1000)));
+  }
+  auto r = m_device.run(candidate ? m_kernels.candidate : m_kernels.original, m_shape, m_params);
+  if (candidate && m_watchdog) m_watchdog->disarm();
+  if (!r) return launch_failure(who, r.error());
+  return *r;
+}
+
+void CaptureCheck::release() {
+  m_placement.reset();
+}
+
+nlohmann::json CaptureCheck::evidence() const {
+  using nlohmann::json;
+  json allocations = json::array();
+  for (size_t a = 0; a < m_allocs.size(); ++a) {
+    const Alloc& info = m_info[a];
+    json params = json::array();
+    for (uint32_t bi : m_allocs[a].buffers) params.push_back(m_capture.buffers[bi].param);
+    json j{{"param", params.front()},
+           {"params", params},
+           {"bytes", m_allocs[a].size},
+           {"restored_at_original_address", a < m_at_original.size() && m_at_original[a]},
+           {"guard_bytes", a < m_guards.size() ? m_guards[a] : 0},
+           {"role", info.role == Role::input    ? "input"
+                    : info.role == Role::output ? "output"
+                                                : "read-modify-write"},
+           {"dtype", to_string(info.type.dtype)},
+           {"compared", info.tolerance ? "tolerance" : "bitwise"},
+           {"original_nondeterministic", info.original_nondeterministic},
+           {"compared_bytes", info.diff.compared_bytes},
+           {"max_abs_err", info.diff.max_abs_err},
+           {"max_rel_err", info.diff.max_rel_err}};
+    if (info.replays_capture) j["replays_captured_output"] = *info.replays_capture;
+    if (info.role == Role::read_modify_write) {
+      j["poisoned_bytes"] = "read-modify-write";
+    } else {
+      uint64_t n = 0;
+      for (auto [off, len] : info.poison) n += len;
+      j["poisoned_bytes"] = n;
+    }
+    allocations.push_back(std::move(j));
+  }
+  return json{{"index", m_index},
+              {"grid", m_capture.grid},
+              {"block", m_capture.block},
+              {"shared_bytes", m_capture.shared_bytes},
+              {"restore", m_restore_how},
+              {"runs", m_runs},
+              {"allocations", std::move(allocations)}};
+}
+
+std::vector<std::string> CaptureCheck::nondeterministic() const {
+  std::vector<std::string> out;
+  for (size_t a = 0; a < m_info.size(); ++a) {
+    if (m_info[a].original_nondeterministic) {
+      out.push_back("capture " + std::to_string(m_index) + " " + name(a));
+    }
+  }
+  return out;
+}
+
+bool CaptureCheck::used_tolerance() const {
+  for (const auto& i : m_info) {
+    if (i.tolerance) return true;
+  }
+  return false;
+}
+
+} // namespace hone::worker

@@ -1,0 +1,35 @@
+// Turning a job's original and candidate into loaded modules: NVRTC for CUDA C++ candidates, the
+// JIT (with the job's options) for PTX, the driver's loader for cubins and fatbins.
+#pragma once
+
+#include "common/job.hpp"
+#include "daemon/worker/device.hpp"
+
+#include <string>
+#include <vector>
+
+namespace hone::worker {
+
+// "NAME=value" strings (CUjit_option names without CU_JIT_, e.g. "MAX_REGISTERS=64") as JIT
+// options. Unknown names, options the worker sets itself (the log buffers) or that need pointers,
+// and values that are not unsigned integers are errors.
+Result<std::vector<JitOption>> parse_jit_options(const std::vector<std::string>& options);
+
+struct LoadedCandidate {
+  Module module;
+  std::string ptx; // the PTX that was loaded (kinds ptx and cuda); empty for a cubin
+};
+
+// Compile and load the job's candidate. The error's message is what to show as the
+// compile_error: NVRTC's log, or the driver's result and the JIT error log.
+Result<LoadedCandidate> load_candidate(Device& device, const Job& job);
+
+struct LoadedOriginal {
+  Module module;
+  std::string ptx; // the PTX of the original when it has one (PTX image, or a fatbin's PTX entry)
+};
+
+// Load the job's original image as the application did. Errors are the worker's (internal).
+Result<LoadedOriginal> load_original(Device& device, const Job& job);
+
+} // namespace hone::worker

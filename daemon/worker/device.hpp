@@ -1,0 +1,101 @@
+// The worker's own context on one device, through the driver table: module loading with the JIT
+// logs, parameter layouts, launches timed with events on one stream, and copies.
+#pragma once
+
+#include "common/capture.hpp"
+#include "common/result.hpp"
+#include "cuda/driver_api.hpp"
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hone::worker {
+
+// A JIT option for cuModuleLoadDataEx and its value (passed in the pointer-sized value slot).
+struct JitOption {
+  CUjit_option option = CU_JIT_MAX_REGISTERS;
+  uintptr_t value = 0;
+};
+
+// A module loaded into the worker's context; unloaded when destroyed.
+class Module {
+public:
+  Module() = default;
+  Module(const cuda::DriverApi* api, CUmodule m) : m_api(api), m_module(m) {}
+  Module(Module&& o) noexcept : m_api(o.m_api), m_module(o.m_module) { o.m_module = nullptr; }
+  Module& operator=(Module&& o) noexcept;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  ~Module();
+
+  // The entry point `entry`; the error says it is missing.
+  Result<CUfunction> function(const std::string& entry) const;
+
+private:
+  const cuda::DriverApi* m_api = nullptr;
+  CUmodule m_module = nullptr;
+};
+
+struct LaunchShape {
+  std::array<uint32_t, 3> grid{};
+  std::array<uint32_t, 3> block{};
+  uint32_t shared_bytes = 0;
+};
+
+class Device {
+public:
+  // Initialise the driver and create this worker's context on device `ordinal` (cuCtxCreate_v2,
+  // or the primary context when the driver lacks it), with one stream and two timing events.
+  static Result<std::unique_ptr<Device>> open(std::shared_ptr<const cuda::DriverApi> api,
+                                              int ordinal = 0);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const cuda::DriverApi& api() const { return *m_api; }
+  CUdevice device() const { return m_device; }
+  int cc_major() const { return m_cc_major; }
+  int cc_minor() const { return m_cc_minor; }
+  // "sm_90".
+  std::string arch() const;
+  const std::string& name() const { return m_name; }
+  int driver_version() const { return m_driver_version; }
+  // The driver has the VMM entry points and the device reports VMM support.
+  bool vmm() const { return m_vmm; }
+
+  // Load a module image (NUL-terminated PTX, cubin or fatbin) with `options`. On failure the
+  // error's message is the driver's result followed by the JIT error log; its code the CUresult.
+  Result<Module> load(const void* image, const std::vector<JitOption>& options = {});
+  // The parameter layout of `fn` (offset and size of every parameter), from cuFuncGetParamInfo.
+  Result<std::vector<ParamSlot>> param_layout(CUfunction fn) const;
+  // Launch `fn` on the worker's stream with the parameter buffer `params` and wait for it.
+  // Returns its device time in nanoseconds, measured with events. The error's code is the
+  // CUresult of the launch or of the wait (a kernel fault surfaces there).
+  Result<double> run(CUfunction fn, const LaunchShape& shape, std::string& params);
+  // Is the context still usable (a synchronize succeeds)?
+  bool healthy() const;
+
+  Result<void> upload(uint64_t dst, const void* src, size_t bytes) const;
+  Result<void> download(void* dst, uint64_t src, size_t bytes) const;
+  Result<void> fill(uint64_t dst, uint8_t value, size_t bytes) const;
+
+private:
+  Device() = default;
+  std::shared_ptr<const cuda::DriverApi> m_api;
+  CUdevice m_device = 0;
+  CUcontext m_ctx = nullptr;
+  bool m_primary = false;
+  CUstream m_stream = nullptr;
+  CUevent m_start = nullptr;
+  CUevent m_end = nullptr;
+  int m_cc_major = 0;
+  int m_cc_minor = 0;
+  int m_driver_version = 0;
+  std::string m_name;
+  bool m_vmm = false;
+};
+
+} // namespace hone::worker

@@ -1,0 +1,324 @@
+#include "daemon/worker/job_run.hpp"
+
+#include "daemon/worker/bench.hpp"
+#include "daemon/worker/capture_check.hpp"
+#include "daemon/worker/compile.hpp"
+#include "ptx/parser.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+namespace hone::worker {
+
+namespace {
+
+using nlohmann::json;
+
+// Schedule seeds for the two runs of each side: fixed per job, so a verdict can be reproduced.
+uint64_t seed_for(uint64_t job, uint64_t k) {
+  uint64_t x = job * 0x9E3779B97F4A7C15ull + k * 0xBF58476D1CE4E5B9ull + 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  x *= 0xD6E8FEB86693A6B5ull;
+  x ^= x >> 29;
+  return (x & 0x7FFFFFFF) + 1; // positive and non-zero: 0 means "no seed"
+}
+
+std::string layout_text(const std::vector<ParamSlot>& l) {
+  std::string s = std::to_string(l.size()) + " parameter" + (l.size() == 1 ? "" : "s") + " [";
+  for (size_t i = 0; i < l.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(l[i].offset) + ":" + std::to_string(l[i].size);
+  }
+  return s + "]";
+}
+
+std::string ns_text(double ns) {
+  char buf[64];
+  if (ns >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.3f ms", ns / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f us", ns / 1e3);
+  }
+  return buf;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+// Would the candidate serve this launch? The shim checks the same guard on every launch
+// (shim/hooks_launch.cpp): a capture it fails is one the candidate never has to match.
+bool guard_passes(const Guard& g, const Capture& c) {
+  for (size_t d = 0; d < 3; ++d) {
+    if (g.block[d] && g.block[d] != c.block[d]) return false;
+  }
+  for (const auto& s : g.scalars) {
+    if (s.param >= c.params.size() || s.bytes.size() > c.params[s.param].size) return false;
+    if (c.param_bytes.compare(c.params[s.param].offset, s.bytes.size(), s.bytes) != 0) return false;
+  }
+  if (g.no_alias) {
+    for (size_t i = 0; i < c.buffers.size(); ++i) {
+      for (size_t j = i + 1; j < c.buffers.size(); ++j) {
+        if (c.buffers[i].base == c.buffers[j].base) return false;
+      }
+    }
+  }
+  return true;
+}
+
+// The original's PTX analysis, when it has PTX and the PTX parses.
+std::optional<ptx::EntryInfo> analyze_original(const std::string& ptx_text,
+                                               const std::string& entry) {
+  if (ptx_text.empty()) return std::nullopt;
+  auto module = ptx::parse(ptx_text, "original");
+  if (!module) return std::nullopt;
+  const ptx::Function* f = module->function(entry);
+  if (!f) return std::nullopt;
+  return ptx::analyze_entry(*module, *f);
+}
+
+class JobRun {
+public:
+  JobRun(Device& d, const Bundle& b, Watchdog* w)
+      : m_device(d), m_bundle(b), m_job(b.job), m_watchdog(w) {
+    m_verdict.job = m_job.id;
+    m_verdict.comparison = m_job.comparison;
+    m_evidence =
+        json{{"schema", "hone.evidence/1"},
+             {"device", d.name()},
+             {"arch", d.arch()},
+             {"driver_version", d.driver_version()},
+             {"comparison", m_job.comparison == Comparison::tolerance ? "tolerance" : "bitwise"},
+             {"captures", json::array()},
+             {"original_nondeterministic_buffers", json::array()},
+             {"seeds", json::array()}};
+  }
+
+  JobOutcome run() {
+    if (auto f = go()) return finish(*f);
+    return finish({});
+  }
+
+private:
+  std::optional<Failure> go();
+  std::optional<Failure> validate_all(uint64_t seed1, uint64_t seed2, bool record);
+  JobOutcome finish(std::optional<Failure> f);
+  void record_measurement(const Measurement& m, const char* key);
+
+  Device& m_device;
+  const Bundle& m_bundle;
+  const Job& m_job;
+  Watchdog* m_watchdog;
+  Verdict m_verdict;
+  json m_evidence;
+  std::optional<ptx::EntryInfo> m_entry;
+  Kernels m_kernels;
+  RunClock m_clock;
+  std::vector<std::unique_ptr<CaptureCheck>> m_checks;
+  bool m_tolerance_used = false;
+};
+
+std::optional<Failure> JobRun::go() {
+  // 1. The original, as the application loaded it, and the candidate.
+  auto original = load_original(m_device, m_job);
+  if (!original) {
+    return Failure{VerdictKind::internal,
+                   "the original image does not load here: " + original.error().message};
+  }
+  auto ofn = original->module.function(m_job.original_entry);
+  if (!ofn) return Failure{VerdictKind::internal, "the original image: " + ofn.error().message};
+  m_entry = analyze_original(original->ptx, m_job.original_entry);
+
+  auto candidate = load_candidate(m_device, m_job);
+  if (!candidate) return Failure{VerdictKind::compile_error, candidate.error().message};
+  // What serves, if this candidate is verified, is the PTX NVRTC made here, not the source.
+  if (m_job.kind == CandidateKind::cuda) m_verdict.compiled_ptx = candidate->ptx;
+  auto cfn = candidate->module.function(m_job.candidate_entry);
+  if (!cfn) return Failure{VerdictKind::load_error, "the candidate: " + cfn.error().message};
+  m_kernels = {*ofn, *cfn};
+
+  auto lo = m_device.param_layout(*ofn);
+  if (!lo) return Failure{VerdictKind::internal, lo.error().message};
+  auto lc = m_device.param_layout(*cfn);
+  if (!lc) return Failure{VerdictKind::internal, lc.error().message};
+  if (*lo != *lc) {
+    return Failure{VerdictKind::load_error, "parameters differ: the original takes " +
+                                                layout_text(*lo) + ", the candidate " +
+                                                layout_text(*lc) + " (offset:size)"};
+  }
+
+  // Only captures that hold what they should, laid out as the kernel's parameters are.
+  std::vector<size_t> usable;
+  size_t outside_guard = 0;
+  for (size_t i = 0; i < m_job.captures.size(); ++i) {
+    const Capture& c = m_job.captures[i];
+    if (c.status != CaptureStatus::ok) continue;
+    if (!guard_passes(m_job.guard, c)) {
+      ++outside_guard;
+      continue;
+    }
+    if (c.params != *lo) {
+      return Failure{VerdictKind::internal, "capture " + std::to_string(i) +
+                                                " does not match the original kernel: it has " +
+                                                layout_text(c.params) + ", the kernel " +
+                                                layout_text(*lo)};
+    }
+    usable.push_back(i);
+  }
+  m_evidence["captures_outside_guard"] = outside_guard;
+  if (usable.empty()) {
+    return Failure{VerdictKind::internal,
+                   "the job has no usable capture (" + std::to_string(m_job.captures.size()) +
+                       " given: " + std::to_string(outside_guard) +
+                       " fail the candidate's guard, the rest were not captured completely)"};
+  }
+  const ptx::EntryInfo* entry = m_entry ? &*m_entry : nullptr;
+  for (size_t i : usable) {
+    m_checks.push_back(std::make_unique<CaptureCheck>(m_device, m_job, i, m_bundle.capture_data[i],
+                                                      entry, m_kernels, m_watchdog, &m_clock));
+  }
+
+  // 2-3. Validation on every capture.
+  uint64_t s1 = seed_for(m_job.id, 1), s2 = seed_for(m_job.id, 2);
+  m_evidence["seeds"] = {s1, s2};
+  if (auto f = validate_all(s1, s2, true)) return f;
+  m_verdict.captures_used = uint32_t(m_checks.size());
+
+  // 4. The benchmark, on the first capture.
+  auto bench = [&]() -> std::variant<Measurement, Failure> {
+    CaptureCheck& first = *m_checks.front();
+    if (auto f = first.prepare()) return *f;
+    auto m = measure(first, m_job.bench);
+    first.release();
+    return m;
+  };
+  auto measured = bench();
+  if (auto* f = std::get_if<Failure>(&measured)) return *f;
+  Measurement m = std::get<Measurement>(measured);
+  record_measurement(m, "times_ns");
+
+  if (m.speedup > m_job.bench.suspicious) {
+    // Too good to take on one look: validate everything again under fresh schedules, and measure
+    // again.
+    m_evidence["revalidated"] = true;
+    uint64_t s3 = seed_for(m_job.id, 3), s4 = seed_for(m_job.id, 4);
+    m_evidence["seeds"].push_back(s3);
+    m_evidence["seeds"].push_back(s4);
+    std::string first = fixed(m.speedup, 2) + "x";
+    if (auto f = validate_all(s3, s4, false)) {
+      if (f->context_lost) return f;
+      return Failure{VerdictKind::suspicious,
+                     "a speedup of " + first + " did not survive re-validation: " + f->message};
+    }
+    auto again = bench();
+    if (auto* f = std::get_if<Failure>(&again)) {
+      if (f->context_lost) return *f;
+      return Failure{VerdictKind::suspicious,
+                     "a speedup of " + first + " did not survive re-measuring: " + f->message};
+    }
+    Measurement m2 = std::get<Measurement>(again);
+    record_measurement(m2, "times_ns_recheck");
+    bool holds =
+        accepted(m2, m_job.bench) && m2.speedup >= m.speedup / 2 && m2.speedup <= m.speedup * 2;
+    m = m2;
+    if (!holds) {
+      return Failure{VerdictKind::suspicious, "a speedup of " + first +
+                                                  " did not hold when measured again (" +
+                                                  fixed(m2.speedup, 2) + "x)"};
+    }
+  }
+
+  // 5. The verdict.
+  std::string numbers = fixed(m.speedup, 2) + "x (median " + ns_text(m.original_median) + " -> " +
+                        ns_text(m.candidate_median) + ", noise " + fixed(m.noise * 100, 1) + "%, " +
+                        std::to_string(m.original_ns.size()) + " runs each)";
+  if (!accepted(m, m_job.bench)) {
+    return Failure{VerdictKind::not_faster,
+                   "correct on " + std::to_string(m_checks.size()) + " capture" +
+                       (m_checks.size() == 1 ? "" : "s") + ", but not faster: " + numbers +
+                       "; needs at least " + fixed(m_job.bench.min_speedup, 2) +
+                       "x and more than " + fixed(m_job.bench.noise_factor, 1) +
+                       " times the noise"};
+  }
+  m_verdict.kind = VerdictKind::verified;
+  m_verdict.message = "verified on " + std::to_string(m_checks.size()) + " capture" +
+                      (m_checks.size() == 1 ? "" : "s") +
+                      (m_tolerance_used ? " (within tolerance)" : " (bitwise)") + ", " + numbers;
+  return std::nullopt;
+}
+
+std::optional<Failure> JobRun::validate_all(uint64_t seed1, uint64_t seed2, bool record) {
+  for (auto& check : m_checks) {
+    auto f = check->validate(seed1, seed2);
+    if (record) {
+      m_evidence["captures"].push_back(check->evidence());
+      for (auto& n : check->nondeterministic())
+        m_evidence["original_nondeterministic_buffers"].push_back(n);
+      m_tolerance_used = m_tolerance_used || check->used_tolerance();
+    }
+    if (f) return f;
+  }
+  return std::nullopt;
+}
+
+void JobRun::record_measurement(const Measurement& m, const char* key) {
+  m_verdict.original_ns = m.original_median;
+  m_verdict.candidate_ns = m.candidate_median;
+  m_verdict.speedup = m.speedup;
+  m_verdict.noise = m.noise;
+  m_evidence["runs"] = m.original_ns.size();
+  m_evidence["warmup"] = m_job.bench.warmup;
+  // Events measure in float milliseconds: a thousandth of a nanosecond says all they know.
+  auto rounded = [](const std::vector<double>& v) {
+    json out = json::array();
+    for (double x : v) out.push_back(std::round(x * 1000) / 1000);
+    return out;
+  };
+  m_evidence[key] = {{"original", rounded(m.original_ns)}, {"candidate", rounded(m.candidate_ns)}};
+}
+
+JobOutcome JobRun::finish(std::optional<Failure> f) {
+  JobOutcome out;
+  if (f) {
+    m_verdict.kind = f->kind;
+    m_verdict.message = std::move(f->message);
+    out.context_lost = f->context_lost;
+  }
+  if (m_tolerance_used) m_verdict.comparison = Comparison::tolerance;
+  m_evidence["comparison"] =
+      m_verdict.comparison == Comparison::tolerance ? "tolerance" : "bitwise";
+  m_evidence["verdict"] = to_string(m_verdict.kind);
+  // The verdict frame holds at most 1 MiB of evidence and 256 KiB of message.
+  std::string text = m_evidence.dump();
+  if (text.size() > (1u << 20) - 1024) {
+    size_t n = m_evidence["captures"].size();
+    m_evidence["captures"] = json::array();
+    m_evidence["captures_truncated"] = n;
+    text = m_evidence.dump();
+    if (text.size() > (1u << 20) - 1024)
+      text = json{{"schema", "hone.evidence/1"}, {"truncated", true}}.dump();
+  }
+  m_verdict.evidence_json = std::move(text);
+  constexpr size_t k_max_message = 200u << 10;
+  if (m_verdict.message.size() > k_max_message) {
+    m_verdict.message.resize(k_max_message);
+    m_verdict.message += "\n[truncated]";
+  }
+  out.verdict = std::move(m_verdict);
+  return out;
+}
+
+} // namespace
+
+JobOutcome run_job(Device& device, const Bundle& bundle, Watchdog* watchdog) {
+  JobRun run(device, bundle, watchdog);
+  return run.run();
+}
+
+} // namespace hone::worker
