@@ -43,6 +43,7 @@ struct LoadStats {
   std::atomic<uint64_t> reports{0};
   std::atomic<uint64_t> dropped{0}; // socket full: skipped, as a real shim would
   std::atomic<uint64_t> disconnected{0};
+  std::atomic<bool> error_reported{false};
 };
 
 proto::KernelInfo kernel(size_t k) {
@@ -141,6 +142,19 @@ void run_shims(const std::string& socket, size_t count, std::atomic<bool>& stop,
       Shim& s = shims[events[size_t(e)].data.u64];
       if (s.fd < 0) continue;
       ssize_t got = ::recv(s.fd, sink, sizeof sink, MSG_DONTWAIT); // hello_ack; nothing else
+      // An error from honed (its frames are small and arrive whole): say why, once.
+      for (size_t off = 0; got > 0 && off + proto::k_header_size <= size_t(got);) {
+        auto h = proto::FrameHeader::decode(sink + off, nullptr);
+        if (!h || off + proto::k_header_size + h->length > size_t(got)) break;
+        if (h->type == proto::MsgType::error && !stats.error_reported.exchange(true)) {
+          wire::Reader r(std::string_view(sink + off + proto::k_header_size, h->length));
+          proto::ErrorMsg e;
+          proto::decode(r, e);
+          std::fprintf(stderr, "hone-bench-status: honed answered a shim with error %u: %s\n",
+                       e.code, e.message.c_str());
+        }
+        off += proto::k_header_size + h->length;
+      }
       if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         ::epoll_ctl(ep, EPOLL_CTL_DEL, s.fd, nullptr);
         ::close(s.fd);

@@ -78,6 +78,9 @@ void Connection::on_readable() {
       return;
     }
     if (n == 0) {
+      // Whole frames that came before the end still count: a worker's last verdict, a shim's
+      // final report.
+      if (!parse_frames()) return;
       close(m_in.empty() ? "peer closed the connection" : "peer vanished mid-frame");
       return;
     }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -392,6 +394,37 @@ TEST(Daemon, FakeShimsRankKernelsAcrossProcesses) {
   expect_clean_stop(*d);
 }
 
+// A peer that sends its last frames and closes at once (a shim's final report at exit, a worker's
+// verdict before it exits) is heard out: the frames count even though the end came with them.
+TEST(Daemon, FramesJustBeforeCloseAreHandled) {
+  auto d = start_daemon();
+  ASSERT_TRUE(d);
+  ImageHash a = ImageHash::of("image last words", 16);
+  const std::string entry = "_Z4lastPf";
+  {
+    auto shim = connect_as(d->socket(), proto::ClientKind::shim);
+    ASSERT_TRUE(shim) << shim.error().message;
+    proto::Kernels k;
+    k.kernels = {kernel_info(1, a, entry)};
+    proto::Stats st;
+    st.uptime_ns = 1'000'000;
+    st.kernels = {kernel_stats(1, 4242, 0, 0)};
+    ASSERT_TRUE(shim->send(proto::frame_of(proto::MsgType::kernels, 2, k) +
+                           proto::frame_of(proto::MsgType::stats, 3, st)));
+  } // closed right behind the frames
+  auto ctl = connect_as(d->socket(), proto::ClientKind::ctl);
+  ASSERT_TRUE(ctl);
+  json kernels;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        kernels = kernels_now(*ctl);
+        json k = find_kernel(kernels, KernelKey{a, entry}.str());
+        return !k.is_null() && k["launches"] == 4242;
+      },
+      10s))
+      << kernels.dump(2) << d->log();
+}
+
 TEST(Daemon, DisableSurvivesRestart) {
   TempDir dir("honed-restart");
   DaemonOptions o;
@@ -677,6 +710,33 @@ TEST(Daemon, MalformedFramesAreRefused) {
   expect_clean_stop(*d);
 }
 
+TEST(Daemon, ImportRefusesDescriptorsThatAreNotFiles) {
+  auto d = start_daemon();
+  ASSERT_TRUE(d);
+  auto ctl = connect_as(d->socket(), proto::ClientKind::ctl);
+  ASSERT_TRUE(ctl);
+  // A FIFO nobody writes to: reopening it would block honed until a writer came.
+  fs::path fifo = d->dir() / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  int fifo_fd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(fifo_fd, 0);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  for (int fd : {fifo_fd, pipe_fds[0]}) {
+    auto f = ctl->control(R"({"cmd":"import"})", fd, 5s);
+    ASSERT_TRUE(f) << f.error().message;
+    json j = json::parse(f->payload);
+    EXPECT_FALSE(j["ok"].get<bool>()) << j.dump();
+    EXPECT_NE(j["error"].get<std::string>().find("regular file"), std::string::npos) << j.dump();
+  }
+  ::close(fifo_fd);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  auto s = run_honectl({"status", "--socket", d->socket()});
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+  expect_clean_stop(*d);
+}
+
 TEST(Daemon, LimitsOnConnectionsHandshakesAndSlowReaders) {
   DaemonOptions o;
   o.config = std::string(k_config) +
@@ -741,6 +801,12 @@ TEST(Daemon, LimitsOnConnectionsHandshakesAndSlowReaders) {
 TEST(Daemon, HostileClientsLeaveMemoryBounded) {
   DaemonOptions o;
   o.log_level = "info";
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan holds freed memory in a quarantine (256 MiB by default): without one, RSS measures
+  // what honed keeps.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  o.env["ASAN_OPTIONS"] = std::string(asan ? asan : "") + ":quarantine_size_mb=0";
+#endif
   auto d = start_daemon(o);
   ASSERT_TRUE(d);
   const std::string sock = d->socket();
