@@ -12,6 +12,8 @@
 
 #include <cstdio>
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace hone::daemon {
@@ -46,6 +48,8 @@ json kernel_json(const KernelInfo& k) {
               {"mean_ns", k.mean_ns()},
               {"sampled", k.sampled},
               {"processes", k.processes.size()},
+              {"variant_launches", k.variant_launches},
+              {"fallbacks", k.fallbacks},
               {"grid", k.grid},
               {"block", k.block},
               {"first_seen", r.first_seen},
@@ -98,7 +102,8 @@ bool Daemon::on_control(Connection& c, const proto::FrameHeader& h, std::string_
     }
   }
   wire::Writer w;
-  std::string text = reply.dump();
+  // Strings from candidates and logs may hold bytes that are not UTF-8: replaced, never thrown.
+  std::string text = reply.dump(-1, ' ', false, json::error_handler_t::replace);
   w.raw(text.data(), text.size());
   // The flag is read before the descriptor is moved into send(): the order in which arguments
   // are evaluated is unspecified (GCC moved it first, and the frame went out without its flag).
@@ -115,8 +120,15 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
     return req["target"].get<std::string>();
   };
   if (cmd == "status") {
-    size_t top = req.value("top", size_t(100));
-    return done(status_json(top));
+    // A status reply lists at most `processes` attached processes (the count of all of them is
+    // processes_total): on a host with a thousand, building the whole list on every query is
+    // what makes it slow.
+    size_t top = 100, max_processes = 50;
+    if (req.contains("top") && req["top"].is_number_unsigned()) top = req["top"].get<size_t>();
+    if (req.contains("processes") && req["processes"].is_number_unsigned()) {
+      max_processes = req["processes"].get<size_t>();
+    }
+    return done(status_json(top, max_processes));
   }
   if (cmd == "kernels") {
     json list = json::array();
@@ -149,6 +161,7 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
       if (cmd == "evict") {
         if (auto r = m_store->delete_variant(rec.id); !r) return fail(r.error().message);
         spdlog::info("variant {} evicted", t);
+        m_optimizer->kernel_switched(rec.kernel);
         return done(json{{"evicted", 1}});
       }
       if (cmd == "disable") {
@@ -160,6 +173,7 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
       }
       if (auto r = m_store->put_variant(rec); !r) return fail(r.error().message);
       spdlog::info("variant {} {}d", t, cmd);
+      m_optimizer->kernel_switched(rec.kernel);
       return done(variant_json(rec, false));
     }
     std::string why;
@@ -182,13 +196,56 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
         if (auto r = m_store->delete_variant(v.id); !r) return fail(r.error().message);
       }
       spdlog::info("kernel {}: {} variants evicted", mk->record.key.str(), list->size());
+      m_optimizer->kernel_switched(mk->record.key);
       return done(json{{"evicted", list->size()}});
     }
     mk->record.disabled = cmd == "disable";
     mk->dirty = true;
     if (auto r = m_registry.flush(); !r) return fail(r.error().message);
     spdlog::info("kernel {} {}d", mk->record.key.str(), cmd);
+    m_optimizer->kernel_switched(mk->record.key);
     return done(kernel_json(*mk));
+  }
+  if (cmd == "submit") {
+    std::string why;
+    const KernelInfo* k = m_registry.find(target(), &why);
+    if (!k) return fail(why);
+    if (!fd) return fail("submit needs the candidate file passed as a descriptor");
+    struct stat st{};
+    if (::fstat(fd.get(), &st) != 0 || st.st_size <= 0 || st.st_size > (64 << 20)) {
+      return fail("the candidate file is empty or over 64 MiB");
+    }
+    std::string code(size_t(st.st_size), '\0');
+    if (::pread(fd.get(), code.data(), code.size(), 0) != st.st_size) {
+      return fail("cannot read the candidate file");
+    }
+    agent::Candidate c;
+    c.strategy = "submit";
+    std::string kind = req.value("kind", std::string("ptx"));
+    if (kind == "ptx") c.kind = CandidateKind::ptx;
+    else if (kind == "cuda") c.kind = CandidateKind::cuda;
+    else return fail("kind must be ptx or cuda, got " + kind);
+    c.code = std::move(code);
+    c.entry = req.value("entry", k->record.key.entry);
+    c.description = req.value("description", std::string("submitted by a kernel engineer"));
+    c.comparison = req.value("comparison", std::string("tolerance")) == "bitwise"
+                       ? Comparison::bitwise
+                       : Comparison::tolerance;
+    c.jit_options = req.value("jit_options", std::vector<std::string>{});
+    c.nvrtc_options = req.value("nvrtc_options", std::vector<std::string>{});
+    if (req.contains("block")) {
+      auto b = req["block"].get<std::vector<uint32_t>>();
+      for (size_t i = 0; i < 3 && i < b.size(); ++i) c.guard.block[i] = b[i];
+    }
+    auto job = m_optimizer->submit(k->record.key, std::move(c));
+    if (!job) return fail(job.error().message);
+    return done(json{{"job", *job}, {"kernel", k->record.key.str()}});
+  }
+  if (cmd == "jobs") return done(json{{"schema", "hone.jobs/1"}, {"jobs", m_optimizer->jobs_json()}});
+  if (cmd == "job") {
+    auto j = m_optimizer->job_json(req.value("id", uint64_t(0)));
+    if (!j) return fail("no job " + std::to_string(req.value("id", uint64_t(0))));
+    return done(*j);
   }
   if (cmd == "export") {
     std::string arch = req.value("arch", std::string());
@@ -204,6 +261,12 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
   }
   if (cmd == "import") {
     if (!fd) return fail("import needs the file passed as a descriptor");
+    // Only a regular file: reopening a FIFO through /proc/self/fd blocks until a writer comes,
+    // and this thread serves every client.
+    struct stat st{};
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return fail("import needs a regular file (an export written by honectl export)");
+    }
     std::string path = "/proc/self/fd/" + std::to_string(fd.get());
     auto report = m_store->import_variants(path);
     if (!report) return fail(report.error().message);
@@ -217,10 +280,11 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
   return fail("unknown command '" + cmd + "'");
 }
 
-json Daemon::status_json(size_t top) const {
+json Daemon::status_json(size_t top, size_t max_processes) const {
   auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
   json procs = json::array();
   for (const auto& [id, p] : m_registry.processes()) {
+    if (procs.size() >= max_processes) break;
     procs.push_back({{"pid", p.hello.pid},
                      {"uid", p.peer_uid},
                      {"exe", p.hello.exe},
@@ -259,9 +323,11 @@ json Daemon::status_json(size_t top) const {
               {"socket", m_config.server.socket},
               {"connections", m_connections.size()},
               {"processes", std::move(procs)},
+              {"processes_total", m_registry.processes().size()},
               {"kernels_total", m_registry.kernels().size()},
               {"kernels", std::move(kernels)},
-              {"jobs", json::array()},
+              {"jobs", m_optimizer ? m_optimizer->jobs_json() : json::array()},
+              {"workers", m_optimizer ? m_optimizer->workers_json() : json::object()},
               {"variants", std::move(variants)},
               {"agent", {{"backends", json::array()}}},
               {"store", std::move(store)}};

@@ -44,6 +44,11 @@ Daemon::~Daemon() = default;
 
 Result<void> Daemon::start() {
   if (auto r = m_registry.load(); !r) return r;
+  m_optimizer = std::make_unique<Optimizer>(
+      m_io, m_config, m_store.get(), m_registry,
+      [this](uint64_t conn, std::string frame, UniqueFd fd) {
+        send_to(conn, std::move(frame), std::move(fd));
+      });
   const std::string& path = m_config.server.socket;
   fs::path parent = fs::path(path).parent_path();
   std::error_code ec;
@@ -82,6 +87,7 @@ Result<void> Daemon::start() {
     }
   }
   spdlog::info("listening on {} (mode {:04o})", path, m_config.server.socket_mode);
+  m_optimizer->start();
   accept();
   start_metrics_listener();
   schedule_flush();
@@ -98,6 +104,7 @@ void Daemon::stop() {
   }
   if (m_metrics) m_metrics->close(ec);
   m_flush_timer.cancel();
+  if (m_optimizer) m_optimizer->stop(); // in-flight jobs end with a verdict saying so
   // Copies: closing a connection removes it from the map.
   std::vector<std::shared_ptr<Connection>> open;
   for (auto& [id, c] : m_connections) open.push_back(c.connection);
@@ -120,6 +127,7 @@ void Daemon::reload(const config::Config& fresh) {
   m_config.server.socket = socket;
   m_config.store.state_dir = state;
   spdlog::set_level(spdlog::level::from_str(m_config.log.level));
+  if (m_optimizer) m_optimizer->set_config(m_config);
   spdlog::info("configuration reloaded");
 }
 
@@ -130,6 +138,13 @@ void Daemon::schedule_flush() {
     if (auto r = m_registry.flush(); !r) spdlog::error("store: {}", r.error().message);
     schedule_flush();
   });
+}
+
+void Daemon::send_to(uint64_t conn, std::string frame, UniqueFd fd) {
+  auto it = m_connections.find(conn);
+  if (it == m_connections.end()) return;
+  auto c = it->second.connection; // a send may close it, which erases the entry
+  c->send(std::move(frame), std::move(fd));
 }
 
 void Daemon::accept() {
@@ -202,6 +217,7 @@ void Daemon::on_closed(Connection& c, const std::string& why) {
       spdlog::info("process {} ({}) detached: {}", p->second.hello.pid, p->second.hello.exe, why);
     }
     m_registry.detach(c.id());
+    if (m_optimizer) m_optimizer->on_detach(c.id());
   } else {
     spdlog::debug("connection {} closed: {}", c.id(), why);
   }
@@ -235,6 +251,7 @@ bool Daemon::on_frame(Connection& c, const proto::FrameHeader& h, std::string_vi
     proto::Kernels m;
     if (!proto::decode(r, m)) return bad(std::string("malformed kernels message: ") + r.error());
     if (!m_registry.kernels_seen(c.id(), m, &why)) return bad(why);
+    m_optimizer->on_kernels(c.id(), m);
     return true;
   }
   case proto::MsgType::stats: {
@@ -245,10 +262,29 @@ bool Daemon::on_frame(Connection& c, const proto::FrameHeader& h, std::string_vi
     return true;
   }
   case proto::MsgType::image: {
+    if (client.kind != proto::ClientKind::shim) return bad("image from a client that is not a shim");
     proto::Image m;
     if (!proto::decode(r, m)) return bad(std::string("malformed image message: ") + r.error());
     if (m.available != bool(fd)) return bad("image message and its descriptor disagree");
-    return true; // images are requested by the optimizer, which is not here yet
+    m_optimizer->on_image(c.id(), m, std::move(fd));
+    return true;
+  }
+  case proto::MsgType::capture: {
+    if (client.kind != proto::ClientKind::shim) return bad("capture from a client that is not a shim");
+    Capture m;
+    if (!decode(r, m)) return bad(std::string("malformed capture message: ") + r.error());
+    if ((m.status == CaptureStatus::ok) != bool(fd)) {
+      return bad("capture message and its descriptor disagree");
+    }
+    m_optimizer->on_capture(c.id(), m, std::move(fd));
+    return true;
+  }
+  case proto::MsgType::variant_status: {
+    if (client.kind != proto::ClientKind::shim) return bad("variant status from a client that is not a shim");
+    proto::VariantStatus m;
+    if (!proto::decode(r, m)) return bad(std::string("malformed variant status: ") + r.error());
+    m_optimizer->on_variant_status(c.id(), m);
+    return true;
   }
   case proto::MsgType::goodbye:
     return false;

@@ -4,6 +4,7 @@
 
 #include "config/config.hpp"
 #include "daemon/connection.hpp"
+#include "daemon/optimizer.hpp"
 #include "daemon/registry.hpp"
 #include "store/store.hpp"
 
@@ -48,7 +49,7 @@ public:
   void on_closed(Connection& c, const std::string& why) override;
 
   // Status and metrics (also used by tests through the control request).
-  nlohmann::json status_json(size_t top_kernels = 100) const;
+  nlohmann::json status_json(size_t top_kernels = 100, size_t max_processes = 50) const;
   std::string metrics_text() const;
   std::string status_line() const; // one line for sd_notify STATUS=
 
@@ -65,6 +66,7 @@ private:
   nlohmann::json control(const nlohmann::json& request, Connection& c, UniqueFd& fd,
                          UniqueFd* reply_fd);
   void schedule_flush();
+  void send_to(uint64_t conn, std::string frame, UniqueFd fd);
   void start_metrics_listener();
   void metrics_accept();
 
@@ -78,6 +80,7 @@ private:
   config::Config m_config;
   std::unique_ptr<store::Store> m_store;
   Registry m_registry;
+  std::unique_ptr<Optimizer> m_optimizer;
   std::unique_ptr<asio::local::stream_protocol::acceptor> m_acceptor;
   std::unique_ptr<asio::ip::tcp::acceptor> m_metrics;
   asio::steady_timer m_flush_timer;

@@ -2,6 +2,7 @@
 #include "common/version.hpp"
 #include "config/config.hpp"
 #include "daemon/daemon.hpp"
+#include "daemon/worker/worker.hpp"
 #include "store/store.hpp"
 
 #include <CLI/CLI.hpp>
@@ -32,6 +33,21 @@ void setup_logging(const std::string& level) {
 } // namespace
 
 int main(int argc, char** argv) {
+  // `honed worker --fd N --driver PATH`: the worker process honed starts for itself (one per GPU).
+  if (argc > 1 && std::string_view(argv[1]) == "worker") {
+    CLI::App w{"honed worker: compiles, validates and benchmarks candidates on the GPU for honed. "
+               "Started by honed itself; not meant to be run by hand."};
+    int fd = -1;
+    std::string driver = "libcuda.so.1";
+    w.add_option("--fd", fd, "Connected socket to honed")->required();
+    w.add_option("--driver", driver, "The CUDA driver library to load");
+    try {
+      w.parse(argc - 1, argv + 1);
+    } catch (const CLI::ParseError& e) {
+      return w.exit(e);
+    }
+    return hone::worker::main(fd, driver);
+  }
   CLI::App app{"honed: the hone daemon. Shims report to it; it optimizes and swaps their hot kernels."};
   app.set_version_flag("--version", std::string("honed ") + k_version);
   std::string config_path = config::k_default_path;

@@ -112,6 +112,12 @@ bool Registry::stats(uint64_t connection, const proto::Stats& msg, std::string* 
     uint64_t d_launches = s.launches - seen.launches;
     uint64_t d_sampled = s.sampled - seen.sampled;
     uint64_t d_ns = s.sampled_ns - seen.sampled_ns;
+    uint64_t d_variant = s.variant_launches >= seen.variant_launches
+                             ? s.variant_launches - seen.variant_launches
+                             : 0;
+    uint64_t d_fallbacks = s.fallbacks >= seen.fallbacks ? s.fallbacks - seen.fallbacks : 0;
+    seen.variant_launches = s.variant_launches;
+    seen.fallbacks = s.fallbacks;
     seen.launches = s.launches;
     seen.sampled = s.sampled;
     seen.sampled_ns = s.sampled_ns;
@@ -119,6 +125,8 @@ bool Registry::stats(uint64_t connection, const proto::Stats& msg, std::string* 
     if (!k) continue;
     k->sampled += d_sampled;
     k->sampled_ns += d_ns;
+    k->variant_launches += d_variant;
+    k->fallbacks += d_fallbacks;
     // This process's own mean where it has samples, else what the kernel has overall.
     double mean = s.sampled ? double(s.sampled_ns) / double(s.sampled) : k->mean_ns();
     k->record.launches += d_launches;

@@ -30,6 +30,8 @@ struct ProcessInfo {
     uint64_t launches = 0;   // last cumulative values the process reported
     uint64_t sampled = 0;
     uint64_t sampled_ns = 0;
+    uint64_t variant_launches = 0;
+    uint64_t fallbacks = 0;
   };
   std::unordered_map<uint64_t, Seen> kernels; // by the shim's kernel id
 };
@@ -40,6 +42,8 @@ struct KernelInfo {
   uint64_t sampled_ns = 0;
   std::array<uint32_t, 3> grid{};
   std::array<uint32_t, 3> block{};
+  uint64_t variant_launches = 0;       // launches served by a variant (this daemon run)
+  uint64_t fallbacks = 0;              // variant launches that fell back to the original
   std::set<uint64_t> processes;        // connections running it now
   bool dirty = false;                  // to be written to the store
 

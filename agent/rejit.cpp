@@ -1,0 +1,42 @@
+#include "agent/strategy.hpp"
+
+namespace hone::agent {
+
+namespace {
+
+class Rejit final : public Strategy {
+public:
+  std::string id() const override { return "rejit"; }
+
+  std::vector<Candidate> propose(const KernelTask& task) override {
+    std::vector<Candidate> out;
+    if (task.format != proto::ImageFormat::ptx || task.image.empty()) return out;
+    // The driver's default is the highest optimization level with no register limit; fewer
+    // registers can raise occupancy for memory-bound kernels, a lower level occasionally avoids
+    // a poor schedule.
+    const std::vector<std::pair<std::vector<std::string>, std::string>> sweep = {
+        {{"MAX_REGISTERS=32"}, "at most 32 registers per thread"},
+        {{"MAX_REGISTERS=64"}, "at most 64 registers per thread"},
+        {{"MAX_REGISTERS=128"}, "at most 128 registers per thread"},
+        {{"OPTIMIZATION_LEVEL=3"}, "JIT optimization level 3"},
+    };
+    for (const auto& [options, what] : sweep) {
+      Candidate c;
+      c.strategy = id();
+      c.description = "re-JIT with " + what;
+      c.kind = CandidateKind::ptx;
+      c.code = task.image;
+      c.entry = task.key.entry;
+      c.jit_options = options;
+      c.comparison = Comparison::bitwise;
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Strategy> make_rejit_strategy() { return std::make_unique<Rejit>(); }
+
+} // namespace hone::agent

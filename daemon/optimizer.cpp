@@ -1,0 +1,633 @@
+#include "daemon/optimizer.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace hone::daemon {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr auto k_tick = std::chrono::milliseconds(250);
+constexpr int64_t k_image_retry_s = 10;
+constexpr size_t k_finished_jobs_kept = 200;
+
+int64_t now_s() { return int64_t(std::time(nullptr)); }
+
+const char* state_name(int s) {
+  static const char* names[] = {"waiting", "running", "done"};
+  return names[s];
+}
+
+std::optional<std::string> read_fd(int fd, uint64_t size) {
+  std::string out(size, '\0');
+  uint64_t got = 0;
+  while (got < size) {
+    ssize_t n = ::pread(fd, out.data() + got, size - got, off_t(got));
+    if (n <= 0) return std::nullopt;
+    got += uint64_t(n);
+  }
+  return out;
+}
+
+UniqueFd memfd_with(const std::string& bytes, const char* name) {
+  UniqueFd fd(::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd) return fd;
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n <= 0) return UniqueFd();
+    done += size_t(n);
+  }
+  ::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+  return fd;
+}
+
+uint32_t driver_major(uint32_t driver_version) { return driver_version / 1000; }
+
+} // namespace
+
+Optimizer::Optimizer(asio::io_context& io, const config::Config& config, store::Store* store,
+                     Registry& registry, Send send)
+    : m_io(io), m_config(config), m_store(store), m_registry(registry), m_send(std::move(send)),
+      m_timer(io) {
+  WorkerSettings ws;
+  ws.driver = m_config.worker.driver;
+  ws.job_timeout = std::chrono::seconds(m_config.validation.job_timeout_s);
+  m_workers = std::make_unique<WorkerPool>(
+      io, ws, [this](uint64_t job, const Verdict& v) { on_verdict(job, v); });
+  m_strategies.push_back(agent::make_rejit_strategy());
+}
+
+Optimizer::~Optimizer() { stop(); }
+
+void Optimizer::start() { tick(); }
+
+void Optimizer::stop() {
+  if (m_stopping) return;
+  m_stopping = true;
+  m_timer.cancel();
+  if (m_workers) m_workers->stop();
+}
+
+void Optimizer::set_config(const config::Config& config) {
+  m_config = config;
+  WorkerSettings ws;
+  ws.driver = m_config.worker.driver;
+  ws.job_timeout = std::chrono::seconds(m_config.validation.job_timeout_s);
+  m_workers->set_settings(ws);
+}
+
+void Optimizer::tick() {
+  if (m_stopping) return;
+  run_strategies();
+  revalidate_imports();
+  advance();
+  // Forget the oldest finished jobs beyond what status shows.
+  size_t finished = 0;
+  for (const auto& [id, j] : m_jobs) finished += j.state == JobState::done;
+  for (auto it = m_jobs.begin(); finished > k_finished_jobs_kept && it != m_jobs.end();) {
+    if (it->second.state == JobState::done) {
+      it = m_jobs.erase(it);
+      --finished;
+    } else {
+      ++it;
+    }
+  }
+  m_timer.expires_after(k_tick);
+  m_timer.async_wait([this](const boost::system::error_code& e) {
+    if (!e) tick();
+  });
+}
+
+void Optimizer::advance() {
+  if (m_stopping) return;
+  for (auto& [id, job] : m_jobs) {
+    if (job.state == JobState::waiting && prerequisites(job)) start_job(job);
+  }
+}
+
+void Optimizer::advance_soon() {
+  // Not from inside the message or request being handled: from the loop, right after it.
+  asio::post(m_io, [this] { advance(); });
+}
+
+Result<uint64_t> Optimizer::submit(const KernelKey& kernel, agent::Candidate candidate) {
+  if (candidate.code.empty()) return make_error("the candidate is empty");
+  if (candidate.entry.empty()) candidate.entry = kernel.entry;
+  JobEntry job;
+  job.id = m_next_job++;
+  job.kernel = kernel;
+  job.candidate = std::move(candidate);
+  job.created = now_s();
+  if (KernelInfo* k = m_registry.kernel(kernel)) {
+    if (k->record.state == store::KernelState::observed ||
+        k->record.state == store::KernelState::rejected) {
+      k->record.state = store::KernelState::queued;
+      k->dirty = true;
+    }
+  }
+  spdlog::info("job {}: {} candidate for {} ({})", job.id, job.candidate.strategy, kernel.str(),
+               job.candidate.description);
+  uint64_t id = job.id;
+  m_jobs.emplace(id, std::move(job));
+  advance_soon(); // ask for the image and captures now, not at the next tick
+  return id;
+}
+
+// ---- what a job needs ------------------------------------------------------------------------
+
+std::optional<std::pair<uint64_t, uint64_t>> Optimizer::process_with(const KernelKey& key) const {
+  for (const auto& [conn, p] : m_registry.processes()) {
+    for (const auto& [id, seen] : p.kernels) {
+      if (seen.key == key) return std::make_pair(conn, id);
+    }
+  }
+  return std::nullopt;
+}
+
+void Optimizer::request_image(const KernelKey& key, Work& w) {
+  if (!w.image.empty()) return;
+  if (m_store) {
+    if (auto img = m_store->get_image(key.image); img && *img) {
+      w.image = (*img)->bytes;
+      w.format = (*img)->format;
+      w.source = (*img)->source;
+      return;
+    }
+  }
+  if (w.image_requested && now_s() - w.image_asked_at < k_image_retry_s) return;
+  auto p = process_with(key);
+  if (!p) return;
+  proto::ImageRequest req;
+  req.image = key.image;
+  m_send(p->first, proto::frame_of(proto::MsgType::image_request, 0, req), UniqueFd());
+  w.image_requested = true;
+  w.image_asked_at = now_s();
+}
+
+void Optimizer::request_captures(const KernelKey& key, Work& w) {
+  uint32_t want = m_config.capture.captures_per_kernel;
+  if (w.captures.size() >= want) return;
+  if (w.captures_asked && now_s() - w.capture_asked_at < int64_t(m_config.capture.timeout_s)) return;
+  auto p = process_with(key);
+  if (!p) return;
+  proto::CaptureRequest req;
+  req.request = m_next_request++;
+  req.kernel = p->second;
+  req.launches = want - uint32_t(w.captures.size());
+  req.max_bytes = uint64_t(m_config.capture.max_mb) << 20;
+  req.with_outputs = m_config.capture.with_outputs;
+  m_capture_requests[req.request] = key;
+  m_send(p->first, proto::frame_of(proto::MsgType::capture_request, 0, req), UniqueFd());
+  w.captures_asked = req.launches;
+  w.capture_asked_at = now_s();
+  if (KernelInfo* k = m_registry.kernel(key); k && k->record.state == store::KernelState::queued) {
+    k->record.state = store::KernelState::capturing;
+    k->dirty = true;
+  }
+}
+
+bool Optimizer::prerequisites(JobEntry& job) {
+  Work& w = m_work[job.kernel];
+  request_image(job.kernel, w);
+  request_captures(job.kernel, w);
+  int64_t waited = now_s() - job.created;
+  if (w.image.empty() || w.captures.size() < m_config.capture.captures_per_kernel) {
+    // Run with what there is once the capture deadline passed; fail when there is nothing.
+    if (waited < int64_t(m_config.capture.timeout_s)) return false;
+    if (w.image.empty() || w.captures.empty()) {
+      Verdict v;
+      v.job = job.id;
+      v.kind = VerdictKind::unsupported;
+      v.message = w.image.empty()
+                      ? "no process running the kernel sent its image within " +
+                            std::to_string(m_config.capture.timeout_s) + " s"
+                      : "no launch of the kernel was captured within " +
+                            std::to_string(m_config.capture.timeout_s) +
+                            " s (is the application still launching it?)";
+      finish_job(job, v);
+      return false;
+    }
+  }
+  return true;
+}
+
+void Optimizer::start_job(JobEntry& job) {
+  Work& w = m_work[job.kernel];
+  Job j;
+  j.id = job.id;
+  j.kernel = job.kernel;
+  j.original_format = w.format;
+  j.original_image = w.image;
+  j.original_entry = job.kernel.entry;
+  j.kind = job.candidate.kind;
+  j.candidate = job.candidate.code;
+  j.candidate_entry = job.candidate.entry;
+  j.jit_options = job.candidate.jit_options;
+  j.nvrtc_options = job.candidate.nvrtc_options;
+  j.comparison = job.candidate.comparison;
+  const auto& val = m_config.validation;
+  j.tolerance = {val.f32_rel, val.f32_abs, val.f64_rel, val.f64_abs, val.f16_rel, val.f16_abs};
+  j.bench.warmup = val.warmup;
+  j.bench.runs = val.runs;
+  j.bench.min_speedup = val.min_speedup;
+  j.bench.noise_factor = val.noise_factor;
+  j.bench.suspicious = val.suspicious_speedup;
+  // Proven only on the captured launches: unless the candidate says which launches it may serve,
+  // it serves only their block shape (a kernel correct only at that shape never meets another).
+  if (job.candidate.guard.block == std::array<uint32_t, 3>{0, 0, 0} && !w.captures.empty()) {
+    auto shape = w.captures.front().meta.block;
+    bool same = std::all_of(w.captures.begin(), w.captures.end(),
+                            [&](const CaptureEntry& c) { return c.meta.block == shape; });
+    if (same) job.candidate.guard.block = shape;
+  }
+  j.guard = job.candidate.guard;
+  std::vector<std::string> data;
+  for (const auto& c : w.captures) {
+    auto bytes = read_fd(c.data->get(), c.meta.data_bytes);
+    if (!bytes) continue;
+    j.captures.push_back(c.meta);
+    data.push_back(std::move(*bytes));
+  }
+  std::vector<std::string_view> views(data.begin(), data.end());
+  job.state = JobState::running;
+  if (KernelInfo* k = m_registry.kernel(job.kernel)) {
+    k->record.state = store::KernelState::optimizing;
+    k->dirty = true;
+  }
+  spdlog::info("job {}: queued for a worker, to validate on {} captured launch(es)", job.id,
+               j.captures.size());
+  m_workers->submit(job.id, encode_bundle(j, views));
+}
+
+// ---- verdicts ----------------------------------------------------------------------------------
+
+void Optimizer::on_verdict(uint64_t id, const Verdict& v) {
+  auto it = m_jobs.find(id);
+  if (it == m_jobs.end()) return;
+  finish_job(it->second, v);
+}
+
+void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
+  job.state = JobState::done;
+  job.verdict = v;
+  job.finished = now_s();
+  bool verified = v.kind == VerdictKind::verified;
+  spdlog::info("job {}: {}: {}", job.id, to_string(v.kind),
+               verified ? fmt::format("{:.2f}x faster", v.speedup) : v.message.substr(0, 300));
+  KernelInfo* k = m_registry.kernel(job.kernel);
+  std::string arch;
+  uint32_t major = 0;
+  const Work& w = m_work[job.kernel];
+  if (!w.captures.empty()) arch = w.captures.front().meta.arch;
+  for (const auto& [conn, p] : m_registry.processes()) {
+    if (p.hello.arch == arch || arch.empty()) {
+      arch = p.hello.arch;
+      major = driver_major(p.hello.driver_version);
+      break;
+    }
+  }
+  // Jobs that never reached a worker (no capture) leave no variant behind.
+  bool ran = v.kind != VerdictKind::unsupported || !w.captures.empty();
+  if (m_store && ran && !job.candidate.code.empty()) {
+    store::VariantRecord rec;
+    rec.kernel = job.kernel;
+    rec.arch = arch;
+    rec.driver_major = major;
+    rec.strategy = job.candidate.strategy;
+    rec.format = proto::ImageFormat::ptx;
+    rec.image = job.candidate.code;
+    if (job.candidate.kind == CandidateKind::cuda) {
+      rec.image = v.compiled_ptx; // what the worker compiled and validated
+    } else if (job.candidate.kind == CandidateKind::cubin) {
+      rec.format = proto::ImageFormat::cubin;
+    }
+    if (!rec.image.empty() && rec.format == proto::ImageFormat::ptx && rec.image.back() != '\0') {
+      rec.image.push_back('\0');
+    }
+    rec.entry = job.candidate.entry;
+    rec.jit_options = job.candidate.jit_options;
+    rec.guard = job.candidate.guard;
+    rec.state = verified ? store::VariantState::verified : store::VariantState::rejected;
+    rec.speedup = v.speedup;
+    rec.noise = v.noise;
+    rec.verdict = verified ? "verified" : std::string(to_string(v.kind)) + ": " + v.message;
+    json evidence = json::parse(v.evidence_json, nullptr, false);
+    json e{{"job", job.id},
+           {"strategy", job.candidate.strategy},
+           {"description", job.candidate.description},
+           {"comparison", v.comparison == Comparison::bitwise ? "bitwise" : "tolerance"},
+           {"captures_used", v.captures_used},
+           {"original_ns", v.original_ns},
+           {"candidate_ns", v.candidate_ns},
+           {"worker", evidence.is_discarded() ? json(v.evidence_json) : evidence}};
+    rec.evidence_json = e.dump(-1, ' ', false, json::error_handler_t::replace);
+    rec.created = now_s();
+    rec.id = store::variant_id_of(rec);
+    if (job.revalidates) {
+      // re-validation of an imported variant: the record keeps its id and becomes this host's
+      if (auto old = m_store->get_variant(*job.revalidates); old && *old) {
+        store::VariantRecord imported = **old;
+        imported.state = rec.state;
+        imported.speedup = rec.speedup;
+        imported.noise = rec.noise;
+        imported.verdict = rec.verdict;
+        imported.evidence_json = rec.evidence_json;
+        rec = imported;
+      }
+    }
+    if (!rec.image.empty()) {
+      if (auto r = m_store->put_variant(rec); !r) {
+        spdlog::error("job {}: storing the variant failed: {}", job.id, r.error().message);
+      } else {
+        job.variant = rec.id;
+      }
+    }
+  }
+  if (k) {
+    bool any_verified = false;
+    if (m_store) {
+      if (auto list = m_store->variants_of(job.kernel)) {
+        for (const auto& vr : *list) any_verified |= vr.state == store::VariantState::verified;
+      }
+    }
+    bool more = std::any_of(m_jobs.begin(), m_jobs.end(), [&](const auto& j) {
+      return j.second.kernel == job.kernel && j.second.state != JobState::done;
+    });
+    k->record.state = any_verified ? store::KernelState::verified
+                      : more       ? store::KernelState::optimizing
+                                   : store::KernelState::rejected;
+    k->dirty = true;
+  }
+  if (verified) push(job.kernel);
+}
+
+// ---- variants in processes ---------------------------------------------------------------------
+
+std::optional<store::VariantRecord> Optimizer::best_variant(const KernelKey& key,
+                                                            const std::string& arch,
+                                                            uint32_t major) const {
+  if (!m_store) return std::nullopt;
+  auto list = m_store->variants_of(key);
+  if (!list) return std::nullopt;
+  std::optional<store::VariantRecord> best;
+  for (auto& v : *list) {
+    if (v.state != store::VariantState::verified || v.arch != arch || v.driver_major != major) continue;
+    if (!best || v.speedup > best->speedup) best = std::move(v);
+  }
+  return best;
+}
+
+void Optimizer::push_to(uint64_t conn, const KernelKey& key) {
+  const auto& procs = m_registry.processes();
+  auto p = procs.find(conn);
+  if (p == procs.end()) return;
+  KernelInfo* k = m_registry.kernel(key);
+  if (!k || k->record.disabled) return;
+  auto best = best_variant(key, p->second.hello.arch, driver_major(p->second.hello.driver_version));
+  if (!best) return;
+  auto& installed = m_installed[conn];
+  if (auto it = installed.find(key); it != installed.end() && it->second == best->id) return;
+  proto::InstallVariant msg;
+  msg.kernel = key;
+  msg.variant = best->id;
+  msg.format = best->format;
+  msg.size = best->image.size();
+  msg.entry = best->entry;
+  msg.jit_options = best->jit_options;
+  msg.guard = best->guard;
+  UniqueFd fd = memfd_with(best->image, "hone-variant");
+  if (!fd) return;
+  m_send(conn, proto::frame_of(proto::MsgType::install_variant, 0, msg, proto::k_flag_fd),
+         std::move(fd));
+  installed[key] = best->id;
+  spdlog::info("variant {} of {} pushed to process {}", best->id.hex(), key.entry,
+               p->second.hello.pid);
+}
+
+void Optimizer::push(const KernelKey& key) {
+  for (const auto& [conn, p] : m_registry.processes()) {
+    bool runs = std::any_of(p.kernels.begin(), p.kernels.end(),
+                            [&](const auto& s) { return s.second.key == key; });
+    if (runs) push_to(conn, key);
+  }
+}
+
+void Optimizer::withdraw(const KernelKey& key) {
+  for (auto& [conn, installed] : m_installed) {
+    auto it = installed.find(key);
+    if (it == installed.end()) continue;
+    proto::RemoveVariant msg;
+    msg.kernel = key;
+    m_send(conn, proto::frame_of(proto::MsgType::remove_variant, 0, msg), UniqueFd());
+    installed.erase(it);
+  }
+}
+
+void Optimizer::kernel_switched(const KernelKey& key) {
+  // Whatever changed (the kernel or one of its variants), processes get what should serve now.
+  withdraw(key);
+  push(key);
+}
+
+void Optimizer::on_kernels(uint64_t conn, const proto::Kernels& msg) {
+  for (const auto& k : msg.kernels) push_to(conn, k.key);
+}
+
+void Optimizer::on_detach(uint64_t conn) { m_installed.erase(conn); }
+
+void Optimizer::on_variant_status(uint64_t conn, const proto::VariantStatus& msg) {
+  if (msg.installed) {
+    spdlog::debug("variant {} installed in connection {}: {}", msg.variant.hex(), conn, msg.message);
+    return;
+  }
+  spdlog::info("variant {} of {} not serving in connection {}: {}", msg.variant.hex(),
+               msg.kernel.entry, conn, msg.message);
+  auto& installed = m_installed[conn];
+  if (auto it = installed.find(msg.kernel); it != installed.end() && it->second == msg.variant) {
+    installed.erase(it);
+  }
+}
+
+// ---- images and captures from shims ----------------------------------------------------------
+
+void Optimizer::on_image(uint64_t conn, const proto::Image& msg, UniqueFd fd) {
+  (void)conn;
+  if (!msg.available || !fd) return;
+  auto bytes = read_fd(fd.get(), msg.size);
+  if (!bytes || ImageHash::of(bytes->data(), bytes->size()) != msg.image) {
+    spdlog::warn("an image from connection {} does not match its hash; ignored", conn);
+    return;
+  }
+  for (auto& [key, w] : m_work) {
+    if (key.image != msg.image || !w.image.empty()) continue;
+    w.image = *bytes;
+    w.format = msg.format;
+    w.source = msg.source;
+  }
+  advance_soon();
+  if (m_store) {
+    store::ImageRecord rec;
+    rec.hash = msg.image;
+    rec.format = msg.format;
+    rec.bytes = std::move(*bytes);
+    rec.source = msg.source;
+    rec.first_seen = now_s();
+    if (auto r = m_store->put_image(rec); !r) spdlog::error("store: {}", r.error().message);
+  }
+}
+
+void Optimizer::on_capture(uint64_t conn, const Capture& msg, UniqueFd fd) {
+  auto req = m_capture_requests.find(msg.request);
+  if (req == m_capture_requests.end() || req->second != msg.key) {
+    spdlog::debug("a capture nobody asked for from connection {}; dropped", conn);
+    return;
+  }
+  Work& w = m_work[msg.key];
+  if (msg.status != CaptureStatus::ok || !fd) {
+    spdlog::info("capture of {} refused by the process: {}", msg.key.entry, msg.reason);
+    return;
+  }
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0 || uint64_t(st.st_size) < msg.data_bytes) {
+    spdlog::warn("a capture from connection {} is shorter than it says; dropped", conn);
+    return;
+  }
+  uint64_t cap = uint64_t(m_config.capture.total_mb) << 20;
+  if (m_capture_bytes + msg.data_bytes > cap) {
+    spdlog::warn("capture of {} dropped: captures would exceed capture.total_mb", msg.key.entry);
+    return;
+  }
+  if (w.captures.size() >= m_config.capture.captures_per_kernel) return;
+  CaptureEntry e;
+  e.meta = msg;
+  const auto& procs = m_registry.processes();
+  if (auto p = procs.find(conn); p != procs.end()) e.meta.arch = p->second.hello.arch;
+  e.data = std::make_shared<UniqueFd>(std::move(fd));
+  m_capture_bytes += msg.data_bytes;
+  w.captures.push_back(std::move(e));
+  spdlog::info("captured a launch of {} ({} buffers, {} bytes)", msg.key.entry, msg.buffers.size(),
+               msg.data_bytes);
+  advance_soon();
+}
+
+// ---- the agent ---------------------------------------------------------------------------------
+
+agent::KernelTask Optimizer::task_for(const KernelKey& key, const Work& w) const {
+  agent::KernelTask t;
+  t.key = key;
+  t.format = w.format;
+  t.image = w.image;
+  t.source = w.source;
+  for (const auto& c : w.captures) t.captures.push_back(c.meta);
+  if (!w.captures.empty()) t.arch = w.captures.front().meta.arch;
+  return t;
+}
+
+void Optimizer::run_strategies() {
+  if (!m_config.optimizer.enabled) return;
+  auto ranked = m_registry.ranked();
+  size_t considered = 0;
+  for (const KernelInfo* ck : ranked) {
+    if (considered++ >= m_config.optimizer.hot_top) break;
+    const KernelKey& key = ck->record.key;
+    KernelInfo* k = m_registry.kernel(key);
+    if (k->record.disabled || k->record.launches < m_config.optimizer.hot_min_launches) continue;
+    if (k->processes.empty()) continue;
+    Work& w = m_work[key];
+    for (const auto& s : m_strategies) {
+      if (std::find(k->record.tried.begin(), k->record.tried.end(), s->id()) != k->record.tried.end()) {
+        continue;
+      }
+      request_image(key, w);
+      if (w.image.empty()) continue; // strategies read the image; try again when it is here
+      auto candidates = s->propose(task_for(key, w));
+      k->record.tried.push_back(s->id());
+      k->dirty = true;
+      spdlog::info("{}: strategy {} proposes {} candidate(s)", key.entry, s->id(), candidates.size());
+      for (auto& c : candidates) (void)submit(key, std::move(c));
+    }
+  }
+}
+
+void Optimizer::revalidate_imports() {
+  if (!m_store) return;
+  for (const auto& [conn, p] : m_registry.processes()) {
+    for (const auto& [id, seen] : p.kernels) {
+      auto list = m_store->variants_of(seen.key);
+      if (!list) continue;
+      for (const auto& v : *list) {
+        if (v.state != store::VariantState::imported || v.arch != p.hello.arch) continue;
+        bool queued = std::any_of(m_jobs.begin(), m_jobs.end(), [&](const auto& j) {
+          return j.second.revalidates == v.id;
+        });
+        if (queued) continue;
+        agent::Candidate c;
+        c.strategy = v.strategy;
+        c.description = "re-validation of variant " + v.id.hex() + " imported from another host";
+        c.kind = v.format == proto::ImageFormat::cubin ? CandidateKind::cubin : CandidateKind::ptx;
+        c.code = v.image;
+        c.entry = v.entry;
+        c.jit_options = v.jit_options;
+        c.guard = v.guard;
+        auto job = submit(seen.key, std::move(c));
+        if (job) m_jobs[*job].revalidates = v.id;
+      }
+    }
+  }
+}
+
+// ---- status ------------------------------------------------------------------------------------
+
+std::optional<json> Optimizer::job_json(uint64_t id) const {
+  auto it = m_jobs.find(id);
+  if (it == m_jobs.end()) return std::nullopt;
+  const JobEntry& j = it->second;
+  json out{{"id", j.id},
+           {"kernel", j.kernel.str()},
+           {"strategy", j.candidate.strategy},
+           {"description", j.candidate.description},
+           // a running job is `queued` until the worker has it
+           {"state", j.state == JobState::running && m_workers->current() != j.id
+                         ? "queued"
+                         : state_name(int(j.state))},
+           {"created", j.created},
+           {"finished", j.finished}};
+  if (j.verdict) {
+    out["verdict"] = to_string(j.verdict->kind);
+    out["message"] = j.verdict->message;
+    out["speedup"] = j.verdict->speedup;
+    out["noise"] = j.verdict->noise;
+    out["original_ns"] = j.verdict->original_ns;
+    out["candidate_ns"] = j.verdict->candidate_ns;
+    out["captures_used"] = j.verdict->captures_used;
+  }
+  if (j.variant) out["variant"] = j.variant->hex();
+  return out;
+}
+
+json Optimizer::jobs_json() const {
+  json list = json::array();
+  for (const auto& [id, j] : m_jobs) list.push_back(*job_json(id));
+  return list;
+}
+
+json Optimizer::workers_json() const {
+  return json{{"busy", m_workers->busy()},
+              {"queued", m_workers->queued()},
+              {"started", m_workers->workers_started()},
+              {"lost", m_workers->workers_lost()},
+              {"capture_bytes", m_capture_bytes}};
+}
+
+} // namespace hone::daemon

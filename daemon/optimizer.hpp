@@ -1,0 +1,128 @@
+// The loop that closes (DESIGN.md): candidates for a kernel — from the agent's strategies or a
+// kernel engineer's `honectl submit` — wait for the kernel's image and captured launches, run in
+// a worker against the original, and leave a verdict with its evidence in the store. A verified
+// variant is pushed to every process running the kernel, now and whenever one starts later.
+#pragma once
+
+#include "agent/strategy.hpp"
+#include "config/config.hpp"
+#include "daemon/registry.hpp"
+#include "daemon/unique_fd.hpp"
+#include "daemon/worker_pool.hpp"
+#include "store/store.hpp"
+
+#include <boost/asio.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hone::daemon {
+
+class Optimizer {
+public:
+  // Send a frame (with an optional descriptor) to the shim on connection `conn`.
+  using Send = std::function<void(uint64_t conn, std::string frame, UniqueFd fd)>;
+
+  Optimizer(asio::io_context& io, const config::Config& config, store::Store* store,
+            Registry& registry, Send send);
+  ~Optimizer();
+
+  void start();
+  void stop();
+  void set_config(const config::Config& config);
+
+  // A candidate for `kernel`, validated like any other. Returns the job id.
+  Result<uint64_t> submit(const KernelKey& kernel, agent::Candidate candidate);
+
+  // Messages from shims.
+  void on_kernels(uint64_t conn, const proto::Kernels& msg);
+  void on_image(uint64_t conn, const proto::Image& msg, UniqueFd fd);
+  void on_capture(uint64_t conn, const Capture& msg, UniqueFd fd);
+  void on_variant_status(uint64_t conn, const proto::VariantStatus& msg);
+  void on_detach(uint64_t conn);
+
+  // The operator turned a kernel or a variant off or on (honectl disable/enable/evict).
+  void kernel_switched(const KernelKey& kernel);
+
+  nlohmann::json jobs_json() const;
+  std::optional<nlohmann::json> job_json(uint64_t id) const;
+  nlohmann::json workers_json() const;
+  uint64_t capture_bytes() const { return m_capture_bytes; }
+
+private:
+  struct CaptureEntry {
+    Capture meta;
+    std::shared_ptr<UniqueFd> data;
+  };
+  struct Work {
+    std::string image;
+    proto::ImageFormat format = proto::ImageFormat::unknown;
+    std::optional<proto::SourceInfo> source;
+    bool image_requested = false;
+    int64_t image_asked_at = 0;
+    std::vector<CaptureEntry> captures;
+    int64_t capture_asked_at = 0;
+    uint32_t captures_asked = 0;
+  };
+  enum class JobState { waiting, running, done };
+  struct JobEntry {
+    uint64_t id = 0;
+    KernelKey kernel;
+    agent::Candidate candidate;
+    JobState state = JobState::waiting;
+    std::optional<Verdict> verdict;
+    std::optional<VariantId> variant;
+    std::optional<VariantId> revalidates; // an imported variant this job re-validates
+    std::string message;
+    int64_t created = 0;
+    int64_t finished = 0;
+  };
+
+  void tick();
+  // Start every waiting job whose image and captures are in (asking for what is missing).
+  void advance();
+  void advance_soon();
+  void run_strategies();
+  void revalidate_imports();
+  bool prerequisites(JobEntry& job);
+  void start_job(JobEntry& job);
+  void finish_job(JobEntry& job, const Verdict& v);
+  void on_verdict(uint64_t job, const Verdict& v);
+  void request_image(const KernelKey& key, Work& w);
+  void request_captures(const KernelKey& key, Work& w);
+  // A connection running `key`, and the shim's id for the kernel there.
+  std::optional<std::pair<uint64_t, uint64_t>> process_with(const KernelKey& key) const;
+  std::optional<store::VariantRecord> best_variant(const KernelKey& key, const std::string& arch,
+                                                   uint32_t driver_major) const;
+  void push(const KernelKey& key);
+  void push_to(uint64_t conn, const KernelKey& key);
+  void withdraw(const KernelKey& key);
+  agent::KernelTask task_for(const KernelKey& key, const Work& w) const;
+
+  asio::io_context& m_io;
+  config::Config m_config;
+  store::Store* m_store;
+  Registry& m_registry;
+  Send m_send;
+  std::unique_ptr<WorkerPool> m_workers;
+  std::vector<std::unique_ptr<agent::Strategy>> m_strategies;
+  asio::steady_timer m_timer;
+  std::map<KernelKey, Work> m_work;
+  std::map<uint64_t, JobEntry> m_jobs;
+  std::map<uint64_t, KernelKey> m_capture_requests; // request id -> kernel
+  // conn -> kernel -> variant installed there
+  std::map<uint64_t, std::map<KernelKey, VariantId>> m_installed;
+  uint64_t m_next_job = 1;
+  uint64_t m_next_request = 1;
+  uint64_t m_capture_bytes = 0;
+  bool m_stopping = false;
+};
+
+} // namespace hone::daemon

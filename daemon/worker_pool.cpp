@@ -1,0 +1,258 @@
+#include "daemon/worker_pool.hpp"
+
+#include "common/version.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace hone::daemon {
+
+namespace {
+
+constexpr int k_worker_fd = 3;
+constexpr auto k_respawn_delay = std::chrono::milliseconds(200);
+constexpr auto k_respawn_backoff = std::chrono::seconds(5);
+
+UniqueFd memfd_with(const std::string& bytes) {
+  UniqueFd fd(::memfd_create("hone-job", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd) return fd;
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n <= 0) return UniqueFd();
+    done += size_t(n);
+  }
+  ::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+  return fd;
+}
+
+Verdict failed(uint64_t job, VerdictKind kind, std::string message) {
+  Verdict v;
+  v.job = job;
+  v.kind = kind;
+  v.message = std::move(message);
+  return v;
+}
+
+} // namespace
+
+WorkerPool::WorkerPool(asio::io_context& io, WorkerSettings settings, OnVerdict on_verdict)
+    : m_io(io), m_settings(std::move(settings)), m_on_verdict(std::move(on_verdict)),
+      m_deadline(io), m_respawn(io) {}
+
+WorkerPool::~WorkerPool() { stop(); }
+
+void WorkerPool::stop() {
+  if (m_stopping) return;
+  m_stopping = true;
+  m_deadline.cancel();
+  m_respawn.cancel();
+  if (m_conn) m_conn->close("honed is shutting down");
+  if (m_pid > 0) {
+    ::kill(m_pid, SIGKILL);
+    ::waitpid(m_pid, nullptr, 0);
+    m_pid = -1;
+  }
+  // Every queued job still gets its verdict: honed is stopping, nothing ran.
+  auto queue = std::move(m_queue);
+  m_queue.clear();
+  if (m_current) {
+    uint64_t j = m_current;
+    m_current = 0;
+    m_on_verdict(j, failed(j, VerdictKind::internal, "honed stopped before the job finished"));
+  }
+  for (auto& [job, bundle] : queue) {
+    m_on_verdict(job, failed(job, VerdictKind::internal, "honed stopped before the job ran"));
+  }
+}
+
+void WorkerPool::submit(uint64_t job, std::string bundle) {
+  if (m_stopping) {
+    m_on_verdict(job, failed(job, VerdictKind::internal, "honed is stopping"));
+    return;
+  }
+  m_queue.emplace_back(job, std::move(bundle));
+  if (!m_conn) spawn();
+  dispatch();
+}
+
+bool WorkerPool::spawn() {
+  if (m_stopping || m_conn) return true;
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    spdlog::error("cannot start a worker: socketpair: {}", std::strerror(errno));
+    return false;
+  }
+  std::string exe = m_settings.executable.empty() ? "/proc/self/exe" : m_settings.executable;
+  std::string fd_arg = std::to_string(k_worker_fd);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    spdlog::error("cannot start a worker: fork: {}", std::strerror(errno));
+    ::close(pair[0]);
+    ::close(pair[1]);
+    return false;
+  }
+  if (pid == 0) {
+    // The child: the worker end of the pair on fd 3, then honed's own binary as a worker.
+    if (::dup2(pair[1], k_worker_fd) < 0) ::_exit(120);
+    ::setpgid(0, 0);
+    const char* argv[] = {"honed", "worker", "--fd", fd_arg.c_str(), "--driver",
+                          m_settings.driver.c_str(), nullptr};
+    ::execv(exe.c_str(), const_cast<char* const*>(argv));
+    ::_exit(127);
+  }
+  ::close(pair[1]);
+  m_pid = pid;
+  m_ready = false;
+  m_killed_for_timeout = false;
+  ++m_started;
+  m_spawned_at = std::chrono::steady_clock::now();
+  asio::local::stream_protocol::socket sock(m_io);
+  boost::system::error_code ec;
+  sock.assign(asio::local::stream_protocol(), pair[0], ec);
+  if (ec) {
+    ::close(pair[0]);
+    return false;
+  }
+  ConnectionLimits limits;
+  limits.handshake_timeout_ms = 30000; // a worker loads the driver before it says hello
+  m_conn = std::make_shared<Connection>(std::move(sock), m_next_conn_id++,
+                                        PeerCredentials{uint32_t(pid), 0, 0}, *this, limits);
+  m_conn->start();
+  spdlog::info("worker {} started (driver {})", pid, m_settings.driver);
+  return true;
+}
+
+void WorkerPool::dispatch() {
+  if (m_stopping || !m_conn || !m_ready || m_current || m_queue.empty()) return;
+  auto [job, bundle] = std::move(m_queue.front());
+  m_queue.pop_front();
+  UniqueFd fd = memfd_with(bundle);
+  if (!fd) {
+    m_on_verdict(job, failed(job, VerdictKind::internal, "cannot write the job to a memfd"));
+    dispatch();
+    return;
+  }
+  m_current = job;
+  wire::Writer w;
+  w.u64(job);
+  m_conn->send(proto::frame(proto::MsgType::job, uint32_t(job), w, proto::k_flag_fd),
+               std::move(fd));
+  m_deadline.expires_after(m_settings.job_timeout);
+  m_deadline.async_wait([this](const boost::system::error_code& e) {
+    if (e || !m_current || m_pid <= 0) return;
+    spdlog::warn("job {} ran past {} s: killing worker {}", m_current,
+                 m_settings.job_timeout.count(), m_pid);
+    m_killed_for_timeout = true;
+    ::kill(m_pid, SIGKILL);
+  });
+}
+
+bool WorkerPool::on_frame(Connection& c, const proto::FrameHeader& h, std::string_view payload,
+                          UniqueFd) {
+  wire::Reader r(payload);
+  if (!m_ready) {
+    proto::Hello hello;
+    if (h.type != proto::MsgType::hello || !proto::decode(r, hello) ||
+        hello.kind != proto::ClientKind::worker) {
+      spdlog::error("worker {} did not say hello as a worker", m_pid);
+      return false;
+    }
+    m_ready = true;
+    m_quick_failures = 0;
+    proto::HelloAck ack;
+    ack.daemon_version = k_version;
+    c.send_msg(proto::MsgType::hello_ack, h.seq, ack);
+    spdlog::debug("worker {} ready: {} {}", m_pid, hello.device_name, hello.arch);
+    dispatch();
+    return true;
+  }
+  if (h.type != proto::MsgType::verdict) {
+    spdlog::error("worker {} sent a {} frame", m_pid, proto::type_name(h.type));
+    return false;
+  }
+  Verdict v;
+  if (!decode(r, v) || v.job != m_current) {
+    spdlog::error("worker {} sent a verdict that does not decode or is for another job", m_pid);
+    return false;
+  }
+  finish(v);
+  return true;
+}
+
+void WorkerPool::finish(const Verdict& v) {
+  m_deadline.cancel();
+  m_current = 0;
+  m_on_verdict(v.job, v);
+  dispatch();
+}
+
+void WorkerPool::on_closed(Connection&, const std::string& why) {
+  m_conn.reset();
+  worker_gone(why);
+}
+
+void WorkerPool::worker_gone(const std::string& why) {
+  int status = 0;
+  std::string how = why;
+  // A worker without its connection is of no use: make sure it is gone before reaping it.
+  if (m_pid > 0) ::kill(m_pid, SIGKILL);
+  if (m_pid > 0 && ::waitpid(m_pid, &status, 0) == m_pid) {
+    if (WIFEXITED(status)) how = "exited with status " + std::to_string(WEXITSTATUS(status));
+    else if (WIFSIGNALED(status)) how = "killed by signal " + std::to_string(WTERMSIG(status));
+  }
+  if (m_pid > 0) {
+    ++m_lost;
+    spdlog::info("worker {} {}", m_pid, how);
+  }
+  m_pid = -1;
+  m_ready = false;
+  if (m_current) {
+    uint64_t job = m_current;
+    m_current = 0;
+    m_deadline.cancel();
+    if (m_killed_for_timeout) {
+      m_on_verdict(job, failed(job, VerdictKind::timeout,
+                               "the candidate ran past the job deadline of " +
+                                   std::to_string(m_settings.job_timeout.count()) +
+                                   " s (validation.job_timeout_s); its worker was killed"));
+    } else {
+      m_on_verdict(job, failed(job, VerdictKind::internal,
+                               "the worker died during the job (" + how + ")"));
+    }
+  }
+  m_killed_for_timeout = false;
+  if (m_stopping) return;
+  // Replace the worker when there is work; back off when workers keep dying at start.
+  if (std::chrono::steady_clock::now() - m_spawned_at < std::chrono::seconds(2)) ++m_quick_failures;
+  if (m_quick_failures >= 3) {
+    // The driver or the binary is broken: fail queued work rather than spin.
+    spdlog::error("workers keep failing at start ({}); jobs fail until one starts", how);
+    auto queue = std::move(m_queue);
+    m_queue.clear();
+    for (auto& [job, bundle] : queue) {
+      m_on_verdict(job, failed(job, VerdictKind::internal,
+                               "no worker could start (" + how + "); check worker.driver"));
+    }
+    m_quick_failures = 0;
+    return;
+  }
+  if (m_queue.empty()) return;
+  m_respawn.expires_after(m_quick_failures ? k_respawn_backoff : k_respawn_delay);
+  m_respawn.async_wait([this](const boost::system::error_code& e) {
+    if (e || m_stopping) return;
+    spawn();
+    dispatch();
+  });
+}
+
+} // namespace hone::daemon

@@ -1,0 +1,74 @@
+// The worker processes (DESIGN.md, "Processes and trust boundaries"): honed runs no GPU code
+// itself. A worker (`honed worker`) is spawned per GPU and given one job at a time over a
+// socketpair; a job that outlives its deadline gets its worker killed (a timeout verdict), a
+// worker that dies is replaced, and the daemon never waits on either.
+#pragma once
+
+#include "common/job.hpp"
+#include "daemon/connection.hpp"
+
+#include <boost/asio.hpp>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace hone::daemon {
+
+struct WorkerSettings {
+  std::string driver = "libcuda.so.1";
+  std::chrono::seconds job_timeout{120};
+  std::string executable; // honed itself; empty: /proc/self/exe
+};
+
+class WorkerPool final : public ConnectionHandler {
+public:
+  using OnVerdict = std::function<void(uint64_t job, const Verdict& verdict)>;
+
+  WorkerPool(asio::io_context& io, WorkerSettings settings, OnVerdict on_verdict);
+  ~WorkerPool() override;
+
+  // Queue a job; its verdict arrives through on_verdict (always exactly once).
+  void submit(uint64_t job, std::string bundle);
+  void stop();
+
+  size_t queued() const { return m_queue.size(); }
+  bool busy() const { return m_current != 0; }
+  uint64_t current() const { return m_current; } // the job in the worker, 0 when idle
+  uint64_t workers_started() const { return m_started; }
+  uint64_t workers_lost() const { return m_lost; }
+  void set_settings(WorkerSettings s) { m_settings = std::move(s); }
+
+  // ConnectionHandler (the worker's end of the socketpair)
+  bool on_frame(Connection& c, const proto::FrameHeader& h, std::string_view payload,
+                UniqueFd fd) override;
+  void on_closed(Connection& c, const std::string& why) override;
+
+private:
+  bool spawn();
+  void dispatch();
+  void finish(const Verdict& v);
+  void worker_gone(const std::string& why);
+
+  asio::io_context& m_io;
+  WorkerSettings m_settings;
+  OnVerdict m_on_verdict;
+  std::shared_ptr<Connection> m_conn;
+  int m_pid = -1;
+  bool m_ready = false;       // hello received
+  bool m_stopping = false;
+  bool m_killed_for_timeout = false;
+  std::deque<std::pair<uint64_t, std::string>> m_queue;
+  uint64_t m_current = 0;     // job in the worker, 0 when idle
+  asio::steady_timer m_deadline;
+  asio::steady_timer m_respawn;
+  uint64_t m_started = 0;
+  uint64_t m_lost = 0;
+  uint32_t m_quick_failures = 0;
+  std::chrono::steady_clock::time_point m_spawned_at;
+  uint64_t m_next_conn_id = 1ull << 40;
+};
+
+} // namespace hone::daemon
