@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -40,11 +42,17 @@ struct Options {
   std::string socket;
   bool json = false;
   size_t top = 10;
+  size_t processes = 50;
   std::string target; // a kernel (name or key) or a variant id
   std::string file;
   std::string arch;
   bool force = false;
   std::string driver, config, state_dir;
+  // submit
+  std::string entry, kind;
+  bool bitwise = false, no_wait = false;
+  std::vector<uint32_t> block;
+  double wait_s = 600;
 };
 
 // A failure: the message goes to stderr, the code becomes the exit status.
@@ -144,6 +152,7 @@ void kernels_table(const json& kernels, std::ostream& out, size_t indent, bool r
                            {"EST. GPU TIME", Align::right},
                            {"MEAN", Align::right},
                            {"STATE", Align::left},
+                           {"SERVED", Align::right},
                            {"PROCS", Align::right}});
   Table t(cols);
   size_t i = 0;
@@ -157,6 +166,9 @@ void kernels_table(const json& kernels, std::ostream& out, size_t indent, bool r
                                ? human_duration_ns(double(num<uint64_t>(k, "est_gpu_ns")))
                                : "-",
                            mean > 0 ? human_duration_ns(mean) : "-", str(k, "state"),
+                           num<uint64_t>(k, "variant_launches")
+                               ? human_count(num<uint64_t>(k, "variant_launches"))
+                               : "-",
                            std::to_string(num<uint64_t>(k, "processes"))});
     t.row(std::move(row));
   }
@@ -182,6 +194,7 @@ int cmd_status(const Options& o) {
   if (!s) return fail(s.error());
   json req{{"cmd", "status"}};
   if (!o.json || o.top != 10) req["top"] = o.top;
+  req["processes"] = o.processes;
   auto r = s->request(req);
   if (!r) return fail(r.error());
   if (o.json) {
@@ -198,7 +211,9 @@ int cmd_status(const Options& o) {
   const json procs = st.value("processes", json::array());
   const json kernels = st.value("kernels", json::array());
   const json variants = st.value("variants", json::array());
-  head.row({"processes", std::to_string(procs.size()) + " attached"});
+  const uint64_t procs_total = st.contains("processes_total") ? num<uint64_t>(st, "processes_total")
+                                                              : procs.size();
+  head.row({"processes", std::to_string(procs_total) + " attached"});
   head.row({"kernels", std::to_string(num<uint64_t>(st, "kernels_total")) + " known"});
   std::map<std::string, size_t> by_state;
   for (const auto& v : variants) ++by_state[str(v, "state")];
@@ -241,6 +256,9 @@ int cmd_status(const Options& o) {
              ellipsize(str(p, "exe"), 60)});
     }
     out << t.render(2);
+    if (procs_total > procs.size()) {
+      out << "  … and " << procs_total - procs.size() << " more (honectl status --processes N)\n";
+    }
   }
   out << "\nTop kernels (by estimated GPU time)\n";
   if (kernels.empty()) {
@@ -312,6 +330,12 @@ void show_kernel(const json& k) {
   t.row({"image", image});
   t.row({"state", str(k, "state")});
   t.row({"launches", human_count(num<uint64_t>(k, "launches"))});
+  std::string served = human_count(num<uint64_t>(k, "variant_launches"));
+  if (num<uint64_t>(k, "fallbacks")) {
+    served += " (" + human_count(num<uint64_t>(k, "fallbacks")) +
+              " failed over to the original)";
+  }
+  t.row({"served by a variant", served});
   double mean = num<double>(k, "mean_ns");
   std::string est = human_duration_ns(double(num<uint64_t>(k, "est_gpu_ns")));
   if (mean > 0) {
@@ -536,6 +560,123 @@ int cmd_import(const Options& o) {
   return k_exit_ok;
 }
 
+void jobs_table(const json& jobs, std::ostream& out, size_t indent) {
+  Table t({{"JOB", Align::right},
+           {"KERNEL", Align::left},
+           {"STRATEGY", Align::left},
+           {"STATE", Align::left},
+           {"VERDICT", Align::left},
+           {"SPEEDUP", Align::right},
+           {"MESSAGE", Align::left}});
+  for (const auto& j : jobs) {
+    std::string verdict = str(j, "verdict", "");
+    t.row({std::to_string(num<uint64_t>(j, "id")), ellipsize(kernel_display(str(j, "kernel")), 32),
+           str(j, "strategy"), str(j, "state"), verdict.empty() ? "-" : verdict,
+           num<double>(j, "speedup") > 0 ? human_speedup(num<double>(j, "speedup")) : "-",
+           ellipsize(str(j, "message", ""), 60)});
+  }
+  out << t.render(indent);
+}
+
+int cmd_jobs(const Options& o) {
+  auto s = connect(o);
+  if (!s) return fail(s.error());
+  auto r = s->request(json{{"cmd", "jobs"}});
+  if (!r) return fail(r.error());
+  if (o.json) {
+    print_json(*r);
+    return k_exit_ok;
+  }
+  const json jobs = r->value("jobs", json::array());
+  if (jobs.empty()) {
+    std::cout << "no jobs\n";
+    return k_exit_ok;
+  }
+  jobs_table(jobs, std::cout, 0);
+  return k_exit_ok;
+}
+
+// The whole of a file honectl hands to honed (a submitted candidate), as a descriptor.
+Result<OwnedFd> open_regular(const std::string& file) {
+  OwnedFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return make_error("cannot open " + file + ": " + std::strerror(errno), k_exit_failed);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return make_error(file + " is not a regular file", k_exit_failed);
+  }
+  if (st.st_size == 0) return make_error(file + " is empty", k_exit_failed);
+  return fd;
+}
+
+int cmd_submit(const Options& o) {
+  std::string kind = o.kind;
+  if (kind.empty()) {
+    std::string ext = fs::path(o.file).extension().string();
+    if (ext == ".cu" || ext == ".cuh" || ext == ".cpp") kind = "cuda";
+    else if (ext == ".ptx") kind = "ptx";
+    else return fail("cannot tell the kind of " + o.file + " from its name: give --kind cuda or "
+                     "--kind ptx", k_exit_usage);
+  }
+  if (kind != "cuda" && kind != "ptx") return fail("--kind is cuda or ptx", k_exit_usage);
+  if (!o.block.empty() && o.block.size() != 3) {
+    return fail("--block takes three numbers: X,Y,Z", k_exit_usage);
+  }
+  auto file = open_regular(o.file);
+  if (!file) return fail(file.error());
+  auto s = connect(o);
+  if (!s) return fail(s.error());
+  auto target = resolve_target(*s, o.target);
+  if (!target) return fail(target.error());
+  json req{{"cmd", "submit"},
+           {"target", *target},
+           {"kind", kind},
+           {"comparison", o.bitwise ? "bitwise" : "tolerance"},
+           {"description", "submitted with honectl from " + fs::path(o.file).filename().string()}};
+  if (!o.entry.empty()) req["entry"] = o.entry;
+  if (!o.block.empty()) req["block"] = o.block;
+  auto r = s->request(req, file->get());
+  if (!r) return fail(r.error());
+  uint64_t id = num<uint64_t>(*r, "job");
+  if (o.no_wait) {
+    if (o.json) print_json(*r);
+    else std::cout << "job " << id << " queued for " << str(*r, "kernel") << " (honectl jobs)\n";
+    return k_exit_ok;
+  }
+  if (!o.json) {
+    std::cout << "job " << id << ": validating " << o.file << " against "
+              << kernel_display(str(*r, "kernel")) << " on captured launches ...\n"
+              << std::flush;
+  }
+  // The job waits for a capture (the application must launch the kernel), then a worker.
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(int64_t(o.wait_s * 1000));
+  json job;
+  while (true) {
+    auto j = s->request(json{{"cmd", "job"}, {"id", id}});
+    if (!j) return fail(j.error());
+    job = *j;
+    if (str(job, "state", "") == "done") break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return fail("job " + std::to_string(id) + " is still " + str(job, "state") + " after " +
+                      std::to_string(int(o.wait_s)) + " s; follow it with honectl jobs",
+                  k_exit_failed);
+    }
+    ::usleep(250'000);
+  }
+  bool verified = str(job, "verdict", "") == "verified";
+  if (o.json) {
+    print_json(job);
+  } else {
+    std::cout << "job " << id << ": " << str(job, "verdict") << ": " << str(job, "message", "")
+              << "\n";
+    if (verified) {
+      std::cout << "the variant now serves " << kernel_display(str(job, "kernel"))
+                << " in every process that runs it (honectl disable to stop it)\n";
+    }
+  }
+  return verified ? k_exit_ok : k_exit_failed;
+}
+
 int cmd_metrics(const Options& o) {
   auto s = connect(o);
   if (!s) return fail(s.error());
@@ -582,6 +723,7 @@ int main(int argc, char** argv) {
   auto* status = add("status", "Daemon, processes, top kernels, variants and the store");
   json_opt(status, "Print the daemon's JSON (schema hone.status/1)");
   status->add_option("--top", o.top, "Kernels to show (default 10)");
+  status->add_option("--processes", o.processes, "Attached processes to list (default 50)");
 
   auto* kernels = add("kernels", "Kernels ranked by estimated GPU time, summed over processes");
   json_opt(kernels, "Print the daemon's JSON (schema hone.kernels/1)");
@@ -617,6 +759,32 @@ int main(int argc, char** argv) {
                             "serve)");
   imp->add_option("FILE", o.file, "a file written by honectl export")->required();
   json_opt(imp, "Print the daemon's JSON");
+
+  auto* submit = add("submit", "Hand honed a faster version of a kernel: it is validated on the "
+                               "application's captured launches and serves only if it passes");
+  submit->add_option("KERNEL", o.target, "the kernel: its name, if unambiguous, or its key")
+      ->required();
+  submit->add_option("FILE", o.file, "the candidate: CUDA C++ (.cu) or PTX (.ptx)")->required();
+  submit->add_option("--entry", o.entry,
+                     "the candidate's kernel (default: the original's entry name; give the "
+                     "mangled name for a kernel not declared extern \"C\")");
+  submit->add_option("--kind", o.kind, "cuda or ptx (default: from FILE's extension)");
+  submit->add_flag("--bitwise", o.bitwise,
+                   "require every output byte equal (default: floating-point outputs within "
+                   "[validation] tolerances, everything else exact)");
+  submit->add_option("--block", o.block,
+                     "serve only launches with this block shape, X,Y,Z (default: the shape of "
+                     "the captured launches)")
+      ->delimiter(',')
+      ->expected(3);
+  submit->add_flag("--no-wait", o.no_wait, "print the job id and return at once");
+  submit->add_option("--wait", o.wait_s, "seconds to wait for the verdict (default 600)");
+  json_opt(submit, "Print the job's JSON");
+  submit->footer(std::string("Exit status: 0 verified (it serves now); 1 rejected, or the request "
+                             "failed; 2 usage error; 3 cannot reach honed."));
+
+  auto* jobs = add("jobs", "Validation jobs: queued, running and recently finished, with verdicts");
+  json_opt(jobs, "Print the daemon's JSON (schema hone.jobs/1)");
 
   auto* metrics = add("metrics", "The Prometheus metrics honed exposes");
   json_opt(metrics, "Print the daemon's JSON");
@@ -661,6 +829,8 @@ int main(int argc, char** argv) {
   if (exp->parsed()) return cmd_export(o);
   if (imp->parsed()) return cmd_import(o);
   if (metrics->parsed()) return cmd_metrics(o);
+  if (submit->parsed()) return cmd_submit(o);
+  if (jobs->parsed()) return cmd_jobs(o);
   if (doc->parsed()) {
     DoctorOptions d{o.socket, o.driver, o.config, o.state_dir, socket_given, o.json};
     return doctor(d);
