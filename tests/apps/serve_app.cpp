@@ -1,0 +1,109 @@
+// An application that keeps launching one kernel (serve.cu) and checks every result against the
+// host, as an inference loop does: the end-to-end tests optimize and swap its kernel under it.
+//   hone-testapp-serve [--seconds S] [--iterations N] [--mixed-shapes] [--n N] [--reps R] [--block B]
+//                     [--stop-file PATH]
+// It stops after S seconds (or N launches), or as soon as PATH exists. Blocks have B threads (default 256); --mixed-shapes launches every fourth time with half as many.
+// Prints "progress <launches>" lines and, at the end, "launches <L> mismatches <M>"; exits 1 on a
+// mismatch. Nothing of hone: cuda.h and -lcuda only.
+#include <cuda.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern const unsigned char k_serve_ptx[];
+
+namespace {
+
+void check(CUresult r, const char* what) {
+  if (r == CUDA_SUCCESS) return;
+  const char* s = nullptr;
+  cuGetErrorString(r, &s);
+  std::fprintf(stderr, "serve: %s failed: %s\n", what, s ? s : "?");
+  std::exit(2);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  double seconds = 5;
+  long iterations = -1;
+  bool mixed = false;
+  int n = 4096, reps = 64;
+  unsigned block_threads = 256;
+  std::string stop_file;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
+    else if (a == "--iterations" && i + 1 < argc) iterations = std::atol(argv[++i]);
+    else if (a == "--mixed-shapes") mixed = true;
+    else if (a == "--n" && i + 1 < argc) n = std::atoi(argv[++i]);
+    else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (a == "--stop-file" && i + 1 < argc) stop_file = argv[++i];
+    else if (a == "--block" && i + 1 < argc) block_threads = unsigned(std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: %s [--seconds S] [--iterations N] [--mixed-shapes] [--n N] [--reps R] [--block B] [--stop-file PATH]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (n <= 0 || reps < 0 || block_threads < 2 || block_threads > 1024) {
+    std::fprintf(stderr, "serve: need --n > 0, --reps >= 0 and 2 <= --block <= 1024\n");
+    return 2;
+  }
+  check(cuInit(0), "cuInit");
+  CUdevice dev;
+  check(cuDeviceGet(&dev, 0), "cuDeviceGet");
+  CUcontext ctx;
+  check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  CUmodule mod;
+  check(cuModuleLoadData(&mod, k_serve_ptx), "cuModuleLoadData");
+  CUfunction fn;
+  check(cuModuleGetFunction(&fn, mod, "accumulate"), "cuModuleGetFunction");
+
+  std::vector<int> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+  CUdeviceptr d_in, d_out;
+  check(cuMemAlloc(&d_in, size_t(n) * 4), "cuMemAlloc");
+  check(cuMemAlloc(&d_out, size_t(n) * 4), "cuMemAlloc");
+  auto start = std::chrono::steady_clock::now();
+  long launches = 0, mismatches = 0;
+  for (long it = 0;; ++it) {
+    if (iterations >= 0 ? it >= iterations
+                        : std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= seconds) {
+      break;
+    }
+    if (!stop_file.empty() && ::access(stop_file.c_str(), F_OK) == 0) break;
+    for (int i = 0; i < n; ++i) in[size_t(i)] = int((it * 7919 + i * 104729) % 100003) - 50000;
+    check(cuMemcpyHtoD(d_in, in.data(), size_t(n) * 4), "cuMemcpyHtoD");
+    check(cuMemsetD8(d_out, 0xab, size_t(n) * 4), "cuMemsetD8");
+    unsigned block = (mixed && it % 4 == 3) ? block_threads / 2 : block_threads;
+    unsigned grid = unsigned((n + int(block) - 1) / int(block));
+    void* params[] = {&d_out, &d_in, &n, &reps};
+    check(cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, nullptr, params, nullptr), "cuLaunchKernel");
+    check(cuCtxSynchronize(), "cuCtxSynchronize");
+    check(cuMemcpyDtoH(out.data(), d_out, size_t(n) * 4), "cuMemcpyDtoH");
+    ++launches;
+    for (int i = 0; i < n; ++i) {
+      int want = int(unsigned(in[size_t(i)]) * unsigned(reps));
+      if (out[size_t(i)] != want) {
+        if (mismatches < 5) {
+          std::fprintf(stderr, "serve: launch %ld (block %u): out[%d] = %d, want %d\n", launches,
+                       block, i, out[size_t(i)], want);
+        }
+        ++mismatches;
+        break;
+      }
+    }
+    if (launches % 50 == 0) {
+      std::printf("progress %ld\n", launches);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("launches %ld mismatches %ld\n", launches, mismatches);
+  return mismatches ? 1 : 0;
+}

@@ -1,0 +1,446 @@
+// The whole loop with real processes on the emulated device: an application (apps/serve_app.cpp)
+// under libhone.so, honed, and its worker. A kernel engineer's candidate is captured, validated,
+// benchmarked, stored and swapped into the running application; hostile candidates are each
+// rejected with the verdict their defect calls for; the application's results stay correct
+// throughout (it checks every launch on the host and exits 1 on a mismatch); a restarted honed
+// serves the stored variant to a new process without new work.
+#include "daemon_process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+using namespace hone;
+using namespace hone::test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The serve application's kernel at n = 1024, reps = 4096: one block per SM, and a loop long
+// enough that the emulator's modeled time (emu/README.md, "Cost model") makes a kernel without
+// it clearly faster.
+constexpr const char* k_n = "1024";
+constexpr const char* k_reps = "4096";
+
+std::string config_text(int captures = 2, const std::string& extra = "") {
+  std::ostringstream s;
+  s << "[server]\nreport_interval_ms = 200\n"
+    << "[worker]\ndriver = \"" << HONE_EMU_LIBRARY_DIR << "/libcuda.so.1\"\n"
+    << "[optimizer]\nenabled = false\n"
+    << "[capture]\ncaptures_per_kernel = " << captures << "\ntimeout_s = 60\n"
+    << "[validation]\nwarmup = 1\nruns = 7\njob_timeout_s = 120\n"
+    << extra;
+  return s.str();
+}
+
+std::unique_ptr<DaemonProcess> start_daemon(const std::string& config, fs::path dir = {}) {
+  DaemonOptions o;
+  o.config = config;
+  o.dir = std::move(dir);
+  // A runaway candidate ends at this many thread-instructions per launch (the original needs
+  // about 4.5 million) instead of the emulator's default of 10^10.
+  o.env.emplace("HONE_EMU_INSTRUCTION_BUDGET", "200000000");
+  auto d = DaemonProcess::start(std::move(o));
+  if (!d) {
+    ADD_FAILURE() << d.error().message;
+    return nullptr;
+  }
+  return std::move(*d);
+}
+
+struct AppResult {
+  RunResult run;
+  long launches = -1;
+  long mismatches = -1;
+};
+
+// The serve application under the shim, attached to `socket`, in the background: it runs until
+// finish() (at most 300 s).
+class App {
+public:
+  App(const std::string& socket, const std::vector<std::string>& args)
+      : m_stop((m_dir.path() / "stop").string()) {
+    std::vector<std::string> argv{std::string(HONE_TESTAPP_DIR) + "/hone-testapp-serve",
+                                  "--seconds", "300", "--stop-file", m_stop};
+    argv.insert(argv.end(), args.begin(), args.end());
+    RunOptions o;
+    o.timeout = 330s;
+    o.env["LD_PRELOAD"] = HONE_SHIM_LIBRARY;
+    o.env["LD_LIBRARY_PATH"] = HONE_EMU_LIBRARY_DIR;
+    o.env["HONE_SOCKET"] = socket;
+    o.env["HONE_LOG_LEVEL"] = "info";
+    m_result = std::async(std::launch::async, [argv, o] {
+      AppResult r;
+      r.run = run_program(argv, o);
+      std::smatch m;
+      static const std::regex line("launches (\\d+) mismatches (\\d+)");
+      if (std::regex_search(r.run.out, m, line)) {
+        r.launches = std::stol(m[1]);
+        r.mismatches = std::stol(m[2]);
+      }
+      return r;
+    });
+  }
+  ~App() {
+    if (m_result.valid()) finish();
+  }
+  App(const App&) = delete;
+  App& operator=(const App&) = delete;
+
+  // Stop the application and wait for it.
+  AppResult finish() {
+    std::ofstream(m_stop) << "stop\n";
+    return m_result.get();
+  }
+
+private:
+  TempDir m_dir{"hone-app"};
+  std::string m_stop;
+  std::future<AppResult> m_result;
+};
+
+// The application ran, checked every launch, and found nothing wrong.
+void expect_app_correct(App& app) {
+  AppResult r = app.finish();
+  EXPECT_EQ(r.run.exit_code, 0) << r.run.out << r.run.err;
+  EXPECT_GT(r.launches, 0) << r.run.out << r.run.err;
+  EXPECT_EQ(r.mismatches, 0) << r.run.out << r.run.err;
+}
+
+class Ctl {
+public:
+  explicit Ctl(const std::string& socket) {
+    auto c = connect_as(socket, proto::ClientKind::ctl);
+    if (!c) throw std::runtime_error(c.error().message);
+    m_client = std::make_unique<Client>(std::move(*c));
+  }
+
+  json request(const json& req, int fd = -1) {
+    auto f = m_client->control(req.dump(), fd);
+    if (!f) return json{{"ok", false}, {"error", f.error().message}};
+    if (f->fd >= 0) ::close(f->fd);
+    auto j = json::parse(f->payload, nullptr, false);
+    return j.is_discarded() ? json{{"ok", false}, {"error", "not JSON"}} : j;
+  }
+
+  // The kernel `name` as `kernels` lists it; null until a shim reported it.
+  json kernel(const std::string& name) {
+    json r = request({{"cmd", "kernels"}});
+    if (!r.value("ok", false)) return nullptr;
+    for (const auto& k : r["result"]["kernels"]) {
+      if (k.value("name", "") == name) return k;
+    }
+    return nullptr;
+  }
+
+  // Submit `code` for the kernel `accumulate`; the job id, or 0 with a test failure.
+  uint64_t submit(const std::string& code, const std::string& kind, json extra = json::object()) {
+    int fd = ::memfd_create("candidate", MFD_CLOEXEC);
+    if (fd < 0 || ::write(fd, code.data(), code.size()) != ssize_t(code.size())) {
+      ADD_FAILURE() << "memfd";
+      return 0;
+    }
+    json req{{"cmd", "submit"}, {"target", "accumulate"}, {"kind", kind}};
+    req.update(extra);
+    json r = request(req, fd);
+    ::close(fd);
+    if (!r.value("ok", false)) {
+      ADD_FAILURE() << "submit: " << r.dump();
+      return 0;
+    }
+    return r["result"]["job"].get<uint64_t>();
+  }
+
+  // Wait until job `id` is done; its JSON (null on timeout).
+  json wait_job(uint64_t id, std::chrono::seconds timeout = 180s) {
+    json job;
+    bool done = wait_for(
+        [&] {
+          json r = request({{"cmd", "job"}, {"id", id}});
+          if (!r.value("ok", false)) return false;
+          job = r["result"];
+          if (job.value("state", "") == "done") return true;
+          std::this_thread::sleep_for(100ms);
+          return false;
+        },
+        timeout);
+    return done ? job : json();
+  }
+
+private:
+  std::unique_ptr<Client> m_client;
+};
+
+// Wait until the application reported the kernel (it is hot enough to submit against).
+bool wait_kernel(Ctl& ctl, std::chrono::seconds timeout = 60s) {
+  return wait_for([&] { return !ctl.kernel("accumulate").is_null(); }, timeout);
+}
+
+// The faster kernel: the same integers without the loop.
+constexpr const char* k_fast = R"(
+extern "C" __global__ void accumulate(int* out, const int* in, int n, int reps)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    out[i] = in[i] * reps;
+}
+)";
+
+} // namespace
+
+// A submitted faster kernel is captured, validated, benchmarked, stored and swapped in; the
+// application stays correct and the daemon counts launches the variant served.
+TEST(Loop, SubmittedKernelIsValidatedAndServes) {
+  auto d = start_daemon(config_text());
+  ASSERT_TRUE(d);
+  App app(d->socket(), {"--n", k_n, "--reps", k_reps});
+  Ctl ctl(d->socket());
+  ASSERT_TRUE(wait_kernel(ctl)) << d->log();
+
+  // Through honectl, as a kernel engineer would: it waits for the verdict.
+  TempDir files("hone-candidate");
+  std::string file = (files.path() / "fast.cu").string();
+  std::ofstream(file) << k_fast;
+  RunOptions slow;
+  slow.timeout = 200s;
+  RunResult sub =
+      run_honectl({"submit", "accumulate", file, "--bitwise", "--socket", d->socket()}, slow);
+  std::printf("%s", sub.out.c_str());
+  EXPECT_EQ(sub.exit_code, 0) << sub.out << sub.err << d->log();
+  EXPECT_NE(sub.out.find(": verified: verified on"), std::string::npos) << sub.out;
+  json jobs = ctl.request({{"cmd", "jobs"}});
+  ASSERT_EQ(jobs["result"]["jobs"].size(), 1u) << jobs.dump(2);
+  json job = jobs["result"]["jobs"][0];
+  EXPECT_EQ(job.value("verdict", ""), "verified") << job.dump(2);
+  EXPECT_GT(job.value("speedup", 0.0), 1.5) << job.dump(2);
+  EXPECT_GE(job.value("captures_used", 0), 1) << job.dump(2);
+  EXPECT_EQ(job.value("strategy", ""), "submit") << job.dump(2);
+
+  // Stored with its evidence ...
+  json variants = ctl.request({{"cmd", "variants"}, {"target", "accumulate"}});
+  ASSERT_TRUE(variants.value("ok", false)) << variants.dump();
+  bool stored = false;
+  for (const auto& v : variants["result"]["variants"]) {
+    stored |= v.value("state", "") == "verified" && v.value("strategy", "") == "submit";
+  }
+  EXPECT_TRUE(stored) << variants.dump(2);
+
+  // ... and serving launches in the application.
+  json k;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        k = ctl.kernel("accumulate");
+        return !k.is_null() && k.value("variant_launches", uint64_t(0)) > 10;
+      },
+      60s))
+      << k.dump(2) << d->log();
+  EXPECT_EQ(k.value("state", ""), "verified") << k.dump(2);
+  EXPECT_EQ(k.value("fallbacks", uint64_t(1)), 0u) << k.dump(2);
+  // honectl status shows the launches the variant served.
+  RunResult st = run_honectl({"status", "--socket", d->socket()});
+  EXPECT_EQ(st.exit_code, 0) << st.err;
+  EXPECT_NE(st.out.find("SERVED"), std::string::npos) << st.out;
+  EXPECT_NE(st.out.find("verified"), std::string::npos) << st.out;
+  std::printf("%s", st.out.c_str());
+  expect_app_correct(app);
+}
+
+// Each hostile candidate is rejected with the verdict its defect calls for, and the application
+// running the kernel all along never sees any of them.
+TEST(Loop, HostileCandidatesAreRejected) {
+  auto d = start_daemon(config_text());
+  ASSERT_TRUE(d);
+  App app(d->socket(), {"--n", k_n, "--reps", k_reps});
+  Ctl ctl(d->socket());
+  ASSERT_TRUE(wait_kernel(ctl)) << d->log();
+
+  struct Case {
+    const char* what;
+    const char* verdict;
+    const char* message; // a piece of the verdict's message
+    std::string code;
+  };
+  const std::string head =
+      "extern \"C\" __global__ void accumulate(int* out, const int* in, int n, "
+      "int reps)\n{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "    if (i >= n) return;\n";
+  const std::vector<Case> cases{
+      {"wrong result", "mismatch", "parameter 0",
+       head + "    out[i] = in[i] * reps + (i == 517);\n}\n"},
+      // Warps read a neighbour warp's shared slot without __syncthreads: what they see depends
+      // on the order warps run in, which the worker varies between the two runs.
+      {"race", "nondeterministic", "",
+       "extern \"C\" __global__ void accumulate(int* out, const int* in, int n, int reps)\n{\n"
+       "    __shared__ int s[1024];\n"
+       "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+       "    int t = threadIdx.x;\n"
+       "    s[t] = i < n ? in[i] * reps : 0;\n"
+       "    int other = s[(t + 32) % blockDim.x];\n"
+       "    if (i < n) out[i] = s[t] + (other == 0x5a5a5a5a);\n"
+       "    s[t] = 0x5a5a5a5a;\n}\n"},
+      {"out-of-bounds write", "illegal address", "",
+       head + "    out[i + n] = 1;\n    out[i] = in[i] * reps;\n}\n"},
+      {"out-of-bounds read", "illegal address", "",
+       head + "    out[i] = in[i + (1 << 26)] * reps;\n}\n"},
+      {"infinite loop", "timeout", "",
+       head + "    volatile int* p = out;\n    while (p[i] != 0x7fffffff) p[i] = in[i];\n}\n"},
+      {"writes a buffer the original only reads", "mismatch", "parameter 1",
+       head +
+           "    int v = in[i];\n    const_cast<int*>(in)[i] = v + 1;\n    out[i] = v * reps;\n}\n"},
+      {"reads the output's previous contents", "mismatch", "parameter 0",
+       head + "    out[i] += in[i] * reps;\n}\n"},
+      {"does not compile", "compile error", "error", head + "    out[i] = in[i] * reps\n}\n"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    uint64_t id = ctl.submit(c.code, "cuda", {{"comparison", "bitwise"}});
+    ASSERT_NE(id, 0u);
+    json job = ctl.wait_job(id);
+    ASSERT_FALSE(job.is_null()) << d->log();
+    std::printf("%s -> %s: %s\n", c.what, job.value("verdict", "").c_str(),
+                job.value("message", "").c_str());
+    EXPECT_EQ(job.value("verdict", ""), c.verdict) << job.dump(2);
+    EXPECT_NE(job.value("message", "").find(c.message), std::string::npos) << job.dump(2);
+  }
+  // Nothing was ever swapped in, and the variants are on record as rejected.
+  json k = ctl.kernel("accumulate");
+  EXPECT_EQ(k.value("variant_launches", uint64_t(1)), 0u) << k.dump(2);
+  json variants = ctl.request({{"cmd", "variants"}, {"target", "accumulate"}});
+  ASSERT_TRUE(variants.value("ok", false)) << variants.dump();
+  for (const auto& v : variants["result"]["variants"]) EXPECT_EQ(v.value("state", ""), "rejected");
+  // The candidates that broke a worker's context cost it its life, not the daemon's.
+  json st = ctl.request({{"cmd", "status"}});
+  EXPECT_TRUE(st.value("ok", false)) << st.dump();
+  expect_app_correct(app);
+}
+
+// A kernel correct only at the block shape it was captured with: verified with that shape as
+// its guard, it serves the launches of that shape and the others run the original.
+TEST(Loop, ShapeSpecificKernelServesOnlyItsShape) {
+  auto d = start_daemon(config_text(4));
+  ASSERT_TRUE(d);
+  App app(d->socket(), {"--n", k_n, "--reps", k_reps, "--mixed-shapes"});
+  Ctl ctl(d->socket());
+  ASSERT_TRUE(wait_kernel(ctl)) << d->log();
+  const std::string code =
+      "extern \"C\" __global__ void accumulate(int* out, const int* in, int n, "
+      "int reps)\n{\n    int i = blockIdx.x * 256 + threadIdx.x;\n"
+      "    if (i >= n) return;\n    out[i] = in[i] * reps;\n}\n";
+  uint64_t id = ctl.submit(code, "cuda", {{"comparison", "bitwise"}, {"block", {256, 1, 1}}});
+  ASSERT_NE(id, 0u);
+  json job = ctl.wait_job(id);
+  ASSERT_FALSE(job.is_null()) << d->log();
+  ASSERT_EQ(job.value("verdict", ""), "verified") << job.dump(2);
+  auto served = [&] { return ctl.kernel("accumulate").value("variant_launches", uint64_t(0)); };
+  ASSERT_TRUE(wait_for([&] { return served() > 0; }, 60s)) << d->log();
+  // From now on three launches in four have the guarded shape: the variant serves those, and
+  // the original runs the rest (they are not failures of the variant: no fallbacks).
+  json k0 = ctl.kernel("accumulate");
+  json k1;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        k1 = ctl.kernel("accumulate");
+        return k1.value("launches", uint64_t(0)) >= k0.value("launches", uint64_t(0)) + 40;
+      },
+      90s))
+      << k1.dump(2);
+  double launches = double(k1["launches"].get<uint64_t>() - k0["launches"].get<uint64_t>());
+  double by_variant =
+      double(k1["variant_launches"].get<uint64_t>() - k0["variant_launches"].get<uint64_t>());
+  EXPECT_GT(by_variant / launches, 0.6) << k0.dump() << k1.dump();
+  EXPECT_LT(by_variant / launches, 0.9) << k0.dump() << k1.dump();
+  EXPECT_EQ(k1.value("fallbacks", uint64_t(1)), 0u) << k1.dump(2);
+  expect_app_correct(app);
+}
+
+// Without the guard's shape the same kernel is caught on a capture of the other shape.
+TEST(Loop, ShapeSpecificKernelFailsOnOtherShape) {
+  auto d = start_daemon(config_text(1));
+  ASSERT_TRUE(d);
+  // With --mixed-shapes a capture would be of the other shape only by luck: this application
+  // launches 128 threads per block every time.
+  App app(d->socket(), {"--n", k_n, "--reps", k_reps, "--block", "128"});
+  Ctl ctl(d->socket());
+  ASSERT_TRUE(wait_kernel(ctl)) << d->log();
+  const std::string code =
+      "extern \"C\" __global__ void accumulate(int* out, const int* in, int n, "
+      "int reps)\n{\n    int i = blockIdx.x * 256 + threadIdx.x;\n"
+      "    if (i >= n) return;\n    out[i] = in[i] * reps;\n}\n";
+  uint64_t id = ctl.submit(code, "cuda", {{"comparison", "bitwise"}});
+  ASSERT_NE(id, 0u);
+  json job = ctl.wait_job(id);
+  ASSERT_FALSE(job.is_null()) << d->log();
+  EXPECT_EQ(job.value("verdict", ""), "mismatch") << job.dump(2);
+  expect_app_correct(app);
+}
+
+// `disable` withdraws the variant from the running process; `enable` brings it back.
+TEST(Loop, DisableWithdrawsAndEnableRestores) {
+  auto d = start_daemon(config_text());
+  ASSERT_TRUE(d);
+  App app(d->socket(), {"--n", k_n, "--reps", k_reps});
+  Ctl ctl(d->socket());
+  ASSERT_TRUE(wait_kernel(ctl)) << d->log();
+  uint64_t id = ctl.submit(k_fast, "cuda", {{"comparison", "bitwise"}});
+  ASSERT_NE(id, 0u);
+  json job = ctl.wait_job(id);
+  ASSERT_EQ(job.value("verdict", ""), "verified") << job.dump(2);
+  auto served = [&] { return ctl.kernel("accumulate").value("variant_launches", uint64_t(0)); };
+  ASSERT_TRUE(wait_for([&] { return served() > 0; }, 60s)) << d->log();
+
+  ASSERT_TRUE(ctl.request({{"cmd", "disable"}, {"target", "accumulate"}}).value("ok", false));
+  // Within a second no launch goes to the variant any more: the count stops growing.
+  std::this_thread::sleep_for(1500ms);
+  uint64_t before = served();
+  std::this_thread::sleep_for(2000ms);
+  EXPECT_EQ(served(), before) << "the variant kept serving after disable";
+
+  ASSERT_TRUE(ctl.request({{"cmd", "enable"}, {"target", "accumulate"}}).value("ok", false));
+  EXPECT_TRUE(wait_for([&] { return served() > before; }, 30s)) << d->log();
+  expect_app_correct(app);
+}
+
+// honed restarted on the same state directory serves the stored variant to a new process at once:
+// no capture, no job.
+TEST(Loop, RestartServesStoredVariantWithoutNewWork) {
+  TempDir dir("hone-loop");
+  {
+    auto d = start_daemon(config_text(), dir.path());
+    ASSERT_TRUE(d);
+    App app(d->socket(), {"--n", k_n, "--reps", k_reps});
+    Ctl ctl(d->socket());
+    ASSERT_TRUE(wait_kernel(ctl)) << d->log();
+    uint64_t id = ctl.submit(k_fast, "cuda", {{"comparison", "bitwise"}});
+    ASSERT_NE(id, 0u);
+    json job = ctl.wait_job(id);
+    ASSERT_EQ(job.value("verdict", ""), "verified") << job.dump(2);
+    expect_app_correct(app);
+    auto status = d->stop();
+    ASSERT_TRUE(status && *status == 0) << d->log();
+  }
+  auto d = start_daemon(config_text(), dir.path());
+  ASSERT_TRUE(d);
+  App app(d->socket(), {"--n", k_n, "--reps", k_reps});
+  Ctl ctl(d->socket());
+  json k;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        k = ctl.kernel("accumulate");
+        return !k.is_null() && k.value("variant_launches", uint64_t(0)) > 0;
+      },
+      60s))
+      << k.dump(2) << d->log();
+  json jobs = ctl.request({{"cmd", "jobs"}});
+  EXPECT_TRUE(jobs["result"]["jobs"].empty()) << jobs.dump(2);
+  expect_app_correct(app);
+}
