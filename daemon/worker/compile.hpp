@@ -10,11 +10,6 @@
 
 namespace hone::worker {
 
-// "NAME=value" strings (CUjit_option names without CU_JIT_, e.g. "MAX_REGISTERS=64") as JIT
-// options. Unknown names, options the worker sets itself (the log buffers) or that need pointers,
-// and values that are not unsigned integers are errors.
-Result<std::vector<JitOption>> parse_jit_options(const std::vector<std::string>& options);
-
 struct LoadedCandidate {
   Module module;
   std::string ptx; // the PTX that was loaded (kinds ptx and cuda); empty for a cubin

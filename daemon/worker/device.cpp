@@ -103,7 +103,7 @@ Result<Module> Device::load(const void* image, const std::vector<JitOption>& opt
   std::vector<CUjit_option> opts;
   std::vector<void*> values;
   for (const auto& o : options) {
-    opts.push_back(o.option);
+    opts.push_back(CUjit_option(o.option));
     values.push_back(reinterpret_cast<void*>(o.value));
   }
   opts.push_back(CU_JIT_ERROR_LOG_BUFFER);

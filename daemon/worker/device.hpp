@@ -5,6 +5,7 @@
 #include "common/capture.hpp"
 #include "common/result.hpp"
 #include "cuda/driver_api.hpp"
+#include "cuda/jit_options.hpp"
 
 #include <array>
 #include <cstdint>
@@ -14,11 +15,7 @@
 
 namespace hone::worker {
 
-// A JIT option for cuModuleLoadDataEx and its value (passed in the pointer-sized value slot).
-struct JitOption {
-  CUjit_option option = CU_JIT_MAX_REGISTERS;
-  uintptr_t value = 0;
-};
+using cuda::JitOption;
 
 // A module loaded into the worker's context; unloaded when destroyed.
 class Module {

@@ -10,6 +10,7 @@
 // and that the worker exits with status 3 after a fault that leaves its context unusable.
 #include "common/job.hpp"
 #include "cuda/driver_api.hpp"
+#include "cuda/jit_options.hpp"
 #include "cuda/nvrtc.hpp"
 #include "daemon/worker/channel.hpp"
 #include "daemon/worker/compare.hpp"
@@ -454,15 +455,15 @@ TEST(WorkerAnalysis, PointerUsesRecordTheirElementTypes) {
 }
 
 TEST(WorkerJitOptions, NamesMapToCUjitOptions) {
-  auto ok = worker::parse_jit_options(
+  auto ok = cuda::parse_jit_options(
       {"MAX_REGISTERS=32", "OPTIMIZATION_LEVEL=3", "CU_JIT_THREADS_PER_BLOCK=128"});
   ASSERT_TRUE(ok) << ok.error().message;
   ASSERT_EQ(ok->size(), 3u);
   EXPECT_EQ((*ok)[0].option, CU_JIT_MAX_REGISTERS);
   EXPECT_EQ((*ok)[0].value, 32u);
-  EXPECT_FALSE(worker::parse_jit_options({"NO_SUCH_OPTION=1"}));
-  EXPECT_FALSE(worker::parse_jit_options({"MAX_REGISTERS=lots"}));
-  EXPECT_FALSE(worker::parse_jit_options({"ERROR_LOG_BUFFER=0"}));
+  EXPECT_FALSE(cuda::parse_jit_options({"NO_SUCH_OPTION=1"}));
+  EXPECT_FALSE(cuda::parse_jit_options({"MAX_REGISTERS=lots"}));
+  EXPECT_FALSE(cuda::parse_jit_options({"ERROR_LOG_BUFFER=0"}));
 }
 
 // --- verdicts --------------------------------------------------------------------------------
