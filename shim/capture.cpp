@@ -267,15 +267,34 @@ std::vector<CaptureReady> capture_collect() {
     waiting.swap(*g_pending);
   }
   std::vector<Pending> still;
+  std::vector<Pending> lost;
   for (auto& p : waiting) {
-    int q = k_not_ready;
-    if (push(p.context) == k_success) {
-      q = query(p.event);
-      CUctx popped;
-      pop(&popped);
+    if (push(p.context) != k_success) {
+      // The context is gone (destroyed by the application): so are its copies and its memory.
+      lost.push_back(std::move(p));
+      continue;
     }
-    if (q == k_not_ready) still.push_back(std::move(p));
-    else done.push_back(std::move(p));
+    int q = query(p.event);
+    CUctx popped;
+    pop(&popped);
+    if (q == k_not_ready) {
+      still.push_back(std::move(p));
+    } else if (q != k_success) {
+      p.capture.status = CaptureStatus::failed;
+      p.capture.reason = "the copies of the capture failed (error " + std::to_string(q) + ")";
+      done.push_back(std::move(p));
+    } else {
+      done.push_back(std::move(p));
+    }
+  }
+  for (auto& p : lost) {
+    CaptureReady ready;
+    ready.capture = std::move(p.capture);
+    ready.capture.status = CaptureStatus::failed;
+    ready.capture.reason = "the application destroyed the context before the copies completed";
+    ready.capture.buffers.clear();
+    ready.capture.data_bytes = 0;
+    out.push_back(std::move(ready));
   }
   if (!still.empty()) {
     std::lock_guard lock(g_mutex);
@@ -284,7 +303,8 @@ std::vector<CaptureReady> capture_collect() {
   for (auto& p : done) {
     CaptureReady ready;
     ready.capture = std::move(p.capture);
-    int fd = ::memfd_create("hone-capture", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    bool copied = ready.capture.status == CaptureStatus::ok;
+    int fd = copied ? ::memfd_create("hone-capture", MFD_CLOEXEC | MFD_ALLOW_SEALING) : -1;
     bool ok = fd >= 0;
     const char* data = static_cast<const char*>(p.host);
     for (uint64_t done_bytes = 0; ok && done_bytes < ready.capture.data_bytes;) {
@@ -297,8 +317,10 @@ std::vector<CaptureReady> capture_collect() {
       ready.memfd = fd;
     } else {
       if (fd >= 0) ::close(fd);
-      ready.capture.status = CaptureStatus::failed;
-      ready.capture.reason = "could not write the capture to a memfd";
+      if (copied) {
+        ready.capture.status = CaptureStatus::failed;
+        ready.capture.reason = "could not write the capture to a memfd";
+      }
       ready.capture.buffers.clear();
       ready.capture.data_bytes = 0;
     }

@@ -26,6 +26,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -42,6 +43,8 @@ constexpr uint64_t k_stall_limit_ms = 30000;  // a daemon not reading this long 
 constexpr uint64_t k_final_wait_ms = 250;
 constexpr uint32_t k_min_interval_ms = 50;
 constexpr uint64_t k_collect_ms = 20; // how soon timed launches are collected between reports
+constexpr size_t k_max_pending_fds = 8;               // descriptors received ahead of their frames
+constexpr uint64_t k_max_variant_bytes = 256ull << 20; // a variant image larger is refused
 
 uint64_t now_ms() {
   return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -397,9 +400,13 @@ void Reporter::Impl::receive(uint64_t now) {
           int got;
           std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
           in_fds.push_back(got);
+          // A frame carries one descriptor; a daemon that sends more than a few ahead of their
+          // frames is not one to keep descriptors open for.
+          if (in_fds.size() > k_max_pending_fds) failed = true;
         }
       }
     }
+    if (failed) break;
     if (n == 0) {
       eof = true;
       break;
@@ -502,15 +509,34 @@ bool Reporter::Impl::handle(const proto::FrameHeader& h, std::string_view payloa
   case proto::MsgType::install_variant: {
     proto::InstallVariant msg;
     if (handshake || !proto::decode(r, msg) || image_fd < 0) return false;
-    std::string image(msg.size, '\0');
-    size_t got = 0;
-    while (got < image.size()) {
-      ssize_t n = ::pread(image_fd, image.data() + got, image.size() - got, off_t(got));
-      if (n <= 0) break;
-      got += size_t(n);
+    // The size is the daemon's word: held against the descriptor before anything is allocated.
+    struct stat st {};
+    if (::fstat(image_fd, &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_size) != msg.size ||
+        msg.size == 0 || msg.size > k_max_variant_bytes) {
+      proto::VariantStatus refused;
+      refused.kernel = msg.kernel;
+      refused.variant = msg.variant;
+      refused.message = "the variant's image does not match the size it was sent with";
+      send_status(refused);
+      return true;
     }
-    if (got != image.size()) return false;
-    send_status(install_variant(msg, std::move(image)));
+    try {
+      std::string image(msg.size, '\0');
+      size_t got = 0;
+      while (got < image.size()) {
+        ssize_t n = ::pread(image_fd, image.data() + got, image.size() - got, off_t(got));
+        if (n <= 0) break;
+        got += size_t(n);
+      }
+      if (got != image.size()) return false;
+      send_status(install_variant(msg, std::move(image)));
+    } catch (const std::bad_alloc&) {
+      proto::VariantStatus refused;
+      refused.kernel = msg.kernel;
+      refused.variant = msg.variant;
+      refused.message = "out of memory for the variant's image";
+      send_status(refused);
+    }
     return true;
   }
   case proto::MsgType::remove_variant: {

@@ -1,5 +1,6 @@
 #include "shim/swap.hpp"
 
+#include "cuda/jit_options.hpp"
 #include "shim/log.hpp"
 #include "shim/real.hpp"
 #include "shim/registry.hpp"
@@ -19,6 +20,7 @@ using PopCtx = int (*)(CUctx*);
 using LoadDataEx = int (*)(void**, const void*, unsigned, int*, void**);
 using GetFunction = int (*)(void**, void*, const char*);
 using ErrorString = int (*)(int, const char**);
+using ParamInfo = int (*)(void*, size_t, size_t*, size_t*);
 
 constexpr int k_success = 0;
 
@@ -32,26 +34,36 @@ struct Installed {
 // Reporter thread only (and the fork handler).
 std::map<KernelKey, Installed>* g_installed = new std::map<KernelKey, Installed>();
 
-// JIT option names as honed sends them ("MAX_REGISTERS=64"), CUjit_option values of cuda.h.
-bool jit_option(const std::string& text, int* option, void** value) {
-  auto eq = text.find('=');
-  if (eq == std::string::npos) return false;
-  std::string name = text.substr(0, eq);
-  unsigned long v = std::strtoul(text.c_str() + eq + 1, nullptr, 10);
-  static const std::map<std::string, int> names = {
-      {"MAX_REGISTERS", 0}, {"THREADS_PER_BLOCK", 1}, {"OPTIMIZATION_LEVEL", 7},
-      {"TARGET_FROM_CUCONTEXT", 8}, {"CACHE_MODE", 14}, {"GENERATE_LINE_INFO", 13}};
-  auto it = names.find(name);
-  if (it == names.end()) return false;
-  *option = it->second;
-  *value = reinterpret_cast<void*>(uintptr_t(v));
-  return true;
-}
-
 std::string driver_error(int code) {
   const char* s = nullptr;
   if (auto f = real_as<ErrorString>(Fn::cuGetErrorString)) f(code, &s);
   return s ? s : "error " + std::to_string(code);
+}
+
+// The launch path reads each guarded scalar at (param, offset) for bytes.size() bytes: the guard
+// must fit the kernel's parameters (the variant's layout is the original's; the worker checked).
+bool guard_fits(const Guard& g, void* fn, std::string* why) {
+  if (g.no_alias) {
+    *why = "its guard needs non-aliasing pointers, which this shim does not check";
+    return false;
+  }
+  if (g.scalars.empty()) return true;
+  auto info = real_as<ParamInfo>(Fn::cuFuncGetParamInfo);
+  if (!info) {
+    *why = "the driver cannot describe kernel parameters (cuFuncGetParamInfo), which a guard on "
+           "scalar values needs";
+    return false;
+  }
+  for (const auto& sc : g.scalars) {
+    size_t offset = 0, size = 0;
+    if (info(fn, sc.param, &offset, &size) != k_success || offset != sc.offset ||
+        sc.bytes.empty() || sc.bytes.size() > size) {
+      *why = "its guard names bytes outside parameter " + std::to_string(sc.param) +
+             " of the kernel";
+      return false;
+    }
+  }
+  return true;
 }
 
 // Load the variant in `ctx` (once) and return its function, or nullptr with `why`.
@@ -66,17 +78,16 @@ void* function_in(Installed& inst, CUctx ctx, std::string* why) {
     *why = "the driver lacks a function swapping needs";
     return nullptr;
   }
+  auto parsed = cuda::parse_jit_options(inst.msg.jit_options);
+  if (!parsed) {
+    *why = parsed.error().message;
+    return nullptr;
+  }
   std::vector<int> options;
   std::vector<void*> values;
-  for (const auto& o : inst.msg.jit_options) {
-    int opt;
-    void* val;
-    if (!jit_option(o, &opt, &val)) {
-      *why = "unknown JIT option " + o;
-      return nullptr;
-    }
-    options.push_back(opt);
-    values.push_back(val);
+  for (const auto& o : *parsed) {
+    options.push_back(int(o.option));
+    values.push_back(reinterpret_cast<void*>(o.value));
   }
   if (push(ctx) != k_success) {
     *why = "the kernel's context is gone";
@@ -86,12 +97,14 @@ void* function_in(Installed& inst, CUctx ctx, std::string* why) {
   void* fn = nullptr;
   int r = load(&module, inst.image.data(), unsigned(options.size()), options.data(), values.data());
   if (r == k_success) r = get(&fn, module, inst.msg.entry.c_str());
+  bool guard_ok = r == k_success && guard_fits(inst.msg.guard, fn, why);
   CUctx popped;
   pop(&popped);
   if (r != k_success) {
     *why = "loading the variant failed: " + driver_error(r);
     return nullptr;
   }
+  if (!guard_ok) return nullptr;
   inst.function_in[ctx] = fn; // the module stays loaded until exit (see swap.hpp)
   return fn;
 }

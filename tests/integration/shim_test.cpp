@@ -1260,4 +1260,126 @@ TEST(ShimThreads, CountsAddUpAcrossThreadsAndFork) {
   }
 }
 
+// --- hot swap ------------------------------------------------------------------------------------
+
+// A memfd holding `bytes`.
+int memfd_of(const std::string& bytes) {
+  int fd = ::memfd_create("variant", MFD_CLOEXEC);
+  if (fd < 0 || ::write(fd, bytes.data(), bytes.size()) != ssize_t(bytes.size())) return -1;
+  return fd;
+}
+
+// A daemon's install_variant may be wrong in every way: the shim refuses what it cannot serve
+// safely (and says why), serves what it can, and the application never notices either.
+TEST(ShimSwap, BadVariantsAreRefusedAndAGoodOneServes) {
+  REQUIRE_SHIM();
+  TempDir dir;
+  TestServer server;
+  std::string stop = dir.file("stop");
+  Process app({app_path("hone-testapp-serve"), "--seconds", "60", "--n", "512", "--reps", "8",
+               "--stop-file", stop},
+              shim_env(server.socket_path()), dir);
+  const Connection* conn = nullptr;
+  proto::KernelInfo kernel;
+  ASSERT_TRUE(server.wait_until(
+      [&](const ServerLog& l) {
+        for (const Connection* c : l.from_pid(app.pid())) {
+          for (const auto& k : c->kernels) {
+            if (k.key.entry == "accumulate") {
+              conn = c;
+              kernel = k;
+              return true;
+            }
+          }
+        }
+        return false;
+      },
+      20s))
+      << describe(server.snapshot());
+  uint64_t conn_id = conn->id;
+  // The original PTX serves as a variant of itself: a valid image with the right parameters.
+  std::string image = read_file(k_apps_dir + "/serve.ptx");
+  image.push_back('\0');
+
+  struct Case {
+    const char* what;
+    proto::InstallVariant msg;
+    size_t bytes; // how many bytes of the image go into the memfd
+    bool installed;
+    const char* message;
+  };
+  auto base = [&](uint8_t n) {
+    proto::InstallVariant m;
+    m.kernel = kernel.key;
+    m.variant = hone::VariantId{ImageHash::of(&n, 1)};
+    m.format = proto::ImageFormat::ptx;
+    m.size = image.size();
+    m.entry = "accumulate";
+    return m;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"size that does not match the descriptor", base(1), image.size() - 7, false,
+                   "does not match the size"});
+  cases.push_back({"guard the shim cannot check", base(2), image.size(), false, "non-aliasing"});
+  cases.back().msg.guard.no_alias = true;
+  cases.push_back({"guard outside the parameters", base(3), image.size(), false,
+                   "outside parameter 99"});
+  cases.back().msg.guard.scalars = {hone::ScalarGuard{99, 400, std::string(4, '\0')}};
+  cases.push_back({"guard bytes wider than the parameter", base(4), image.size(), false,
+                   "outside parameter 3"});
+  cases.back().msg.guard.scalars = {hone::ScalarGuard{3, 20, std::string(16, '\0')}};
+  cases.push_back({"unknown JIT option", base(5), image.size(), false, "unknown JIT option"});
+  cases.back().msg.jit_options = {"NO_SUCH_OPTION=1"};
+  cases.push_back({"entry that is not in the image", base(6), image.size(), false, "loading"});
+  cases.back().msg.entry = "no_such_kernel";
+  // reps (parameter 3, at byte 20) must be 8: it is, on every launch
+  int reps = 8;
+  cases.push_back({"a good variant with a scalar guard", base(7), image.size(), true, ""});
+  cases.back().msg.guard.block = {256, 1, 1};
+  cases.back().msg.guard.scalars = {
+      hone::ScalarGuard{3, 20, std::string(reinterpret_cast<const char*>(&reps), 4)}};
+
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].what);
+    int fd = memfd_of(image.substr(0, cases[i].bytes));
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(server.send_with_fd(
+        conn_id, proto::frame_of(proto::MsgType::install_variant, 0, cases[i].msg, proto::k_flag_fd),
+        fd));
+    ::close(fd);
+    proto::VariantStatus st;
+    ASSERT_TRUE(server.wait_until(
+        [&](const ServerLog& l) {
+          for (const Connection* c : l.from_pid(app.pid())) {
+            if (c->id == conn_id && c->variant_statuses.size() > i) {
+              st = c->variant_statuses[i];
+              return true;
+            }
+          }
+          return false;
+        },
+        10s))
+        << describe(server.snapshot());
+    EXPECT_EQ(st.variant, cases[i].msg.variant);
+    EXPECT_EQ(st.installed, cases[i].installed) << st.message;
+    EXPECT_NE(st.message.find(cases[i].message), std::string::npos) << st.message;
+  }
+  // The good one serves launches (its guard holds on every one).
+  EXPECT_TRUE(server.wait_until(
+      [&](const ServerLog& l) {
+        for (const Connection* c : l.from_pid(app.pid())) {
+          for (const auto& [id, stats] : c->latest_stats()) {
+            if (id == kernel.id && stats.variant_launches > 5) return true;
+          }
+        }
+        return false;
+      },
+      20s))
+      << describe(server.snapshot());
+  std::ofstream(stop) << "stop\n";
+  Outcome o = app.wait(60s);
+  EXPECT_EQ(o.status, 0) << describe(o);
+  EXPECT_NE(o.out.find("mismatches 0"), std::string::npos) << o.out;
+}
+
 } // namespace

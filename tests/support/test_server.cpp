@@ -240,6 +240,28 @@ bool TestServer::send_raw(uint64_t connection_id, const std::string& bytes) {
   return it != m_send_fds.end() && send_all(it->second, bytes);
 }
 
+bool TestServer::send_with_fd(uint64_t connection_id, const std::string& bytes, int fd) {
+  std::lock_guard lock(m_mutex);
+  auto it = m_send_fds.find(connection_id);
+  if (it == m_send_fds.end()) return false;
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  ssize_t n = ::sendmsg(it->second, &msg, MSG_NOSIGNAL);
+  if (n < 0) return false;
+  // the descriptor went with the first byte; the rest goes as plain bytes
+  return size_t(n) == bytes.size() || send_all(it->second, bytes.substr(size_t(n)));
+}
+
 Connection& TestServer::record(uint64_t id) {
   for (auto& c : m_log.connections)
     if (c.id == id) return c;
@@ -490,6 +512,12 @@ void TestServer::handle_frame(Peer& peer, const proto::FrameHeader& header, std:
         img.seals = seals < 0 ? 0 : seals;
       }
       c.images.push_back(std::move(img));
+      break;
+    }
+    case MsgType::variant_status: {
+      proto::VariantStatus m;
+      if (proto::decode(r, m)) c.variant_statuses.push_back(std::move(m));
+      else bad = std::string("variant_status: ") + r.error();
       break;
     }
     case MsgType::goodbye: c.goodbye = true; break;

@@ -62,6 +62,7 @@ struct Connection {
   std::vector<proto::Stats> stats;         // every Stats message
   std::vector<ReceivedImage> images;
   std::vector<proto::ErrorMsg> errors;     // Error frames the client sent
+  std::vector<proto::VariantStatus> variant_statuses; // answers to install/remove_variant
   bool goodbye = false;
   bool closed = false;        // the client closed it, or the server dropped it
   std::string protocol_error; // the first frame the server could not accept, and why
@@ -124,6 +125,8 @@ public:
   bool request_image(uint64_t connection_id, const ImageHash& image, uint32_t seq);
   // Sends bytes as they are on a connection (a frame the test made, or garbage).
   bool send_raw(uint64_t connection_id, const std::string& bytes);
+  // The same with a descriptor attached (SCM_RIGHTS), as honed sends variants and requests.
+  bool send_with_fd(uint64_t connection_id, const std::string& bytes, int fd);
 
 private:
   struct Peer;
