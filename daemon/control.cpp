@@ -10,9 +10,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <cstdio>
+
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -136,6 +137,12 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
     return done(json{{"schema", "hone.kernels/1"}, {"kernels", std::move(list)}});
   }
   if (cmd == "metrics") return done(json{{"text", metrics_text()}});
+  if (cmd == "jobs") return done(json{{"schema", "hone.jobs/1"}, {"jobs", m_optimizer->jobs_json()}});
+  if (cmd == "job") {
+    auto j = m_optimizer->job_json(req.value("id", uint64_t(0)));
+    if (!j) return fail("no job " + std::to_string(req.value("id", uint64_t(0))));
+    return done(*j);
+  }
   if (!m_store) return fail("honed runs without a store");
   if (cmd == "variants") {
     auto all = m_store->variants();
@@ -165,6 +172,12 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
         return done(json{{"evicted", 1}});
       }
       if (cmd == "disable") {
+        // Only a verified variant serves; only it can be switched off (and back on as verified).
+        if (rec.state == store::VariantState::disabled) return done(variant_json(rec, false));
+        if (rec.state != store::VariantState::verified) {
+          return fail("variant " + t + " is " + store::to_string(rec.state) +
+                      ": it does not serve, so there is nothing to disable (evict removes it)");
+        }
         rec.state = store::VariantState::disabled;
       } else if (rec.state == store::VariantState::disabled) {
         rec.state = store::VariantState::verified;
@@ -216,8 +229,11 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
       return fail("the candidate file is empty or over 64 MiB");
     }
     std::string code(size_t(st.st_size), '\0');
-    if (::pread(fd.get(), code.data(), code.size(), 0) != st.st_size) {
-      return fail("cannot read the candidate file");
+    for (size_t got = 0; got < code.size();) {
+      ssize_t n = ::pread(fd.get(), code.data() + got, code.size() - got, off_t(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return fail("cannot read the candidate file");
+      got += size_t(n);
     }
     agent::Candidate c;
     c.strategy = "submit";
@@ -228,9 +244,10 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
     c.code = std::move(code);
     c.entry = req.value("entry", k->record.key.entry);
     c.description = req.value("description", std::string("submitted by a kernel engineer"));
-    c.comparison = req.value("comparison", std::string("tolerance")) == "bitwise"
-                       ? Comparison::bitwise
-                       : Comparison::tolerance;
+    std::string comparison = req.value("comparison", std::string("tolerance"));
+    if (comparison == "bitwise") c.comparison = Comparison::bitwise;
+    else if (comparison == "tolerance") c.comparison = Comparison::tolerance;
+    else return fail("comparison must be bitwise or tolerance, got " + comparison);
     c.jit_options = req.value("jit_options", std::vector<std::string>{});
     c.nvrtc_options = req.value("nvrtc_options", std::vector<std::string>{});
     if (req.contains("block")) {
@@ -240,12 +257,6 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
     auto job = m_optimizer->submit(k->record.key, std::move(c));
     if (!job) return fail(job.error().message);
     return done(json{{"job", *job}, {"kernel", k->record.key.str()}});
-  }
-  if (cmd == "jobs") return done(json{{"schema", "hone.jobs/1"}, {"jobs", m_optimizer->jobs_json()}});
-  if (cmd == "job") {
-    auto j = m_optimizer->job_json(req.value("id", uint64_t(0)));
-    if (!j) return fail("no job " + std::to_string(req.value("id", uint64_t(0))));
-    return done(*j);
   }
   if (cmd == "export") {
     std::string arch = req.value("arch", std::string());

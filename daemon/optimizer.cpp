@@ -1,5 +1,7 @@
 #include "daemon/optimizer.hpp"
 
+#include "daemon/capture_files.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@ namespace {
 constexpr auto k_tick = std::chrono::milliseconds(250);
 constexpr int64_t k_image_retry_s = 10;
 constexpr size_t k_finished_jobs_kept = 200;
+constexpr uint64_t k_max_image = 1ull << 30; // module images larger than this are not optimized
 
 int64_t now_s() { return int64_t(std::time(nullptr)); }
 
@@ -66,6 +69,7 @@ Optimizer::Optimizer(asio::io_context& io, const config::Config& config, store::
   m_workers = std::make_unique<WorkerPool>(
       io, ws, [this](uint64_t job, const Verdict& v) { on_verdict(job, v); });
   m_strategies.push_back(agent::make_rejit_strategy());
+  load_persisted_captures();
 }
 
 Optimizer::~Optimizer() { stop(); }
@@ -92,6 +96,7 @@ void Optimizer::tick() {
   run_strategies();
   revalidate_imports();
   advance();
+  release_idle_captures();
   // Forget the oldest finished jobs beyond what status shows.
   size_t finished = 0;
   for (const auto& [id, j] : m_jobs) finished += j.state == JobState::done;
@@ -187,7 +192,7 @@ void Optimizer::request_captures(const KernelKey& key, Work& w) {
   req.launches = want - uint32_t(w.captures.size());
   req.max_bytes = uint64_t(m_config.capture.max_mb) << 20;
   req.with_outputs = m_config.capture.with_outputs;
-  m_capture_requests[req.request] = key;
+  m_capture_requests[req.request] = {key, now_s()};
   m_send(p->first, proto::frame_of(proto::MsgType::capture_request, 0, req), UniqueFd());
   w.captures_asked = req.launches;
   w.capture_asked_at = now_s();
@@ -462,8 +467,13 @@ void Optimizer::on_variant_status(uint64_t conn, const proto::VariantStatus& msg
 // ---- images and captures from shims ----------------------------------------------------------
 
 void Optimizer::on_image(uint64_t conn, const proto::Image& msg, UniqueFd fd) {
-  (void)conn;
   if (!msg.available || !fd) return;
+  // The size is the shim's word: held against the descriptor before anything is allocated.
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0 || uint64_t(st.st_size) != msg.size || msg.size > k_max_image) {
+    spdlog::warn("an image from connection {} does not match its size; ignored", conn);
+    return;
+  }
   auto bytes = read_fd(fd.get(), msg.size);
   if (!bytes || ImageHash::of(bytes->data(), bytes->size()) != msg.image) {
     spdlog::warn("an image from connection {} does not match its hash; ignored", conn);
@@ -489,7 +499,7 @@ void Optimizer::on_image(uint64_t conn, const proto::Image& msg, UniqueFd fd) {
 
 void Optimizer::on_capture(uint64_t conn, const Capture& msg, UniqueFd fd) {
   auto req = m_capture_requests.find(msg.request);
-  if (req == m_capture_requests.end() || req->second != msg.key) {
+  if (req == m_capture_requests.end() || req->second.kernel != msg.key) {
     spdlog::debug("a capture nobody asked for from connection {}; dropped", conn);
     return;
   }
@@ -503,22 +513,112 @@ void Optimizer::on_capture(uint64_t conn, const Capture& msg, UniqueFd fd) {
     spdlog::warn("a capture from connection {} is shorter than it says; dropped", conn);
     return;
   }
-  uint64_t cap = uint64_t(m_config.capture.total_mb) << 20;
-  if (m_capture_bytes + msg.data_bytes > cap) {
+  if (w.captures.size() >= m_config.capture.captures_per_kernel) return;
+  if (!make_room_for(msg.data_bytes)) {
     spdlog::warn("capture of {} dropped: captures would exceed capture.total_mb", msg.key.entry);
     return;
   }
-  if (w.captures.size() >= m_config.capture.captures_per_kernel) return;
   CaptureEntry e;
   e.meta = msg;
   const auto& procs = m_registry.processes();
   if (auto p = procs.find(conn); p != procs.end()) e.meta.arch = p->second.hello.arch;
+  e.received = now_s();
+  if (m_config.capture.persist) {
+    auto file = capture_files::write(capture_files::directory(m_config.store.state_dir), e.meta,
+                                     fd.get());
+    if (file) e.file = *file;
+    else spdlog::warn("capture of {} kept in memory only: {}", msg.key.entry, file.error().message);
+  }
   e.data = std::make_shared<UniqueFd>(std::move(fd));
   m_capture_bytes += msg.data_bytes;
   w.captures.push_back(std::move(e));
   spdlog::info("captured a launch of {} ({} buffers, {} bytes)", msg.key.entry, msg.buffers.size(),
                msg.data_bytes);
   advance_soon();
+}
+
+bool Optimizer::needs_captures(const KernelKey& key) const {
+  return std::any_of(m_jobs.begin(), m_jobs.end(), [&](const auto& j) {
+    return j.second.kernel == key && j.second.state != JobState::done;
+  });
+}
+
+void Optimizer::release_captures(const KernelKey& key, Work& w, const char* why) {
+  if (w.captures.empty()) return;
+  for (const auto& c : w.captures) {
+    m_capture_bytes -= std::min(m_capture_bytes, c.meta.data_bytes);
+    if (!c.file.empty()) capture_files::remove(c.file);
+  }
+  spdlog::info("dropped {} capture(s) of {}: {}", w.captures.size(), key.entry, why);
+  w.captures.clear();
+  w.captures_asked = 0;
+  w.capture_asked_at = 0;
+}
+
+void Optimizer::release_idle_captures() {
+  // Without persistence, captures leave memory once no process runs the kernel and no job
+  // waits for them; with it they stay (that is what the operator asked for) until room is needed.
+  if (!m_config.capture.persist) {
+    for (auto& [key, w] : m_work) {
+      if (!w.captures.empty() && !needs_captures(key) && !process_with(key)) {
+        release_captures(key, w, "no process runs the kernel any more");
+      }
+    }
+  }
+  // Requests no capture answered in time are forgotten.
+  int64_t now = now_s();
+  int64_t limit = 2 * int64_t(m_config.capture.timeout_s) + 1;
+  for (auto it = m_capture_requests.begin(); it != m_capture_requests.end();) {
+    if (now - it->second.asked_at > limit) it = m_capture_requests.erase(it);
+    else ++it;
+  }
+}
+
+bool Optimizer::make_room_for(uint64_t bytes) {
+  uint64_t cap = uint64_t(m_config.capture.total_mb) << 20;
+  if (bytes > cap) return false;
+  while (m_capture_bytes + bytes > cap) {
+    Work* oldest = nullptr;
+    const KernelKey* oldest_key = nullptr;
+    int64_t when = INT64_MAX;
+    for (auto& [key, w] : m_work) {
+      if (w.captures.empty() || needs_captures(key)) continue;
+      if (w.captures.front().received < when) {
+        when = w.captures.front().received;
+        oldest = &w;
+        oldest_key = &key;
+      }
+    }
+    if (!oldest) return false;
+    release_captures(*oldest_key, *oldest, "room for newer captures (capture.total_mb)");
+  }
+  return true;
+}
+
+void Optimizer::load_persisted_captures() {
+  if (!m_config.capture.persist) return;
+  std::vector<std::string> problems;
+  auto loaded = capture_files::load_all(capture_files::directory(m_config.store.state_dir),
+                                        &problems);
+  for (const auto& p : problems) spdlog::warn("capture file {}", p);
+  size_t kept = 0;
+  for (auto& l : loaded) {
+    Work& w = m_work[l.meta.key];
+    if (w.captures.size() >= m_config.capture.captures_per_kernel ||
+        !make_room_for(l.meta.data_bytes)) {
+      capture_files::remove(l.file);
+      continue;
+    }
+    CaptureEntry e;
+    e.meta = std::move(l.meta);
+    e.data = std::make_shared<UniqueFd>(std::move(l.data));
+    e.received = now_s();
+    e.file = l.file;
+    m_capture_bytes += e.meta.data_bytes;
+    w.captures.push_back(std::move(e));
+    ++kept;
+  }
+  if (kept) spdlog::info("{} persisted capture(s) loaded from the state directory", kept);
 }
 
 // ---- the agent ---------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -60,6 +61,8 @@ private:
   struct CaptureEntry {
     Capture meta;
     std::shared_ptr<UniqueFd> data;
+    int64_t received = 0;
+    std::filesystem::path file; // with capture.persist: its file under the state directory
   };
   struct Work {
     std::string image;
@@ -89,6 +92,12 @@ private:
   // Start every waiting job whose image and captures are in (asking for what is missing).
   void advance();
   void advance_soon();
+  // Captures are production data: kept only while something may still use them.
+  bool needs_captures(const KernelKey& key) const;
+  void release_captures(const KernelKey& key, Work& w, const char* why);
+  void release_idle_captures();
+  bool make_room_for(uint64_t bytes); // drop captures of idle kernels, oldest first
+  void load_persisted_captures();
   void run_strategies();
   void revalidate_imports();
   bool prerequisites(JobEntry& job);
@@ -116,7 +125,11 @@ private:
   asio::steady_timer m_timer;
   std::map<KernelKey, Work> m_work;
   std::map<uint64_t, JobEntry> m_jobs;
-  std::map<uint64_t, KernelKey> m_capture_requests; // request id -> kernel
+  struct CaptureRequestEntry {
+    KernelKey kernel;
+    int64_t asked_at = 0;
+  };
+  std::map<uint64_t, CaptureRequestEntry> m_capture_requests; // by request id
   // conn -> kernel -> variant installed there
   std::map<uint64_t, std::map<KernelKey, VariantId>> m_installed;
   uint64_t m_next_job = 1;

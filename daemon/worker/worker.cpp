@@ -19,6 +19,28 @@ namespace hone::worker {
 
 namespace {
 
+// A verdict is one frame: evidence is dropped before the verdict would not fit, and a compiled
+// candidate too large to hand back cannot serve (honed stores what it is sent).
+void fit_in_frame(Verdict& v) {
+  auto size = [&] {
+    wire::Writer w;
+    encode(w, v);
+    return w.size();
+  };
+  constexpr size_t k_limit = proto::k_max_payload - 4096;
+  if (size() <= k_limit) return;
+  v.evidence_json = R"({"schema":"hone.evidence/1","dropped":"over the size of one frame"})";
+  if (size() <= k_limit) return;
+  if (v.kind == VerdictKind::verified) {
+    v.kind = VerdictKind::unsupported;
+    v.message = "the candidate verified, but its compiled PTX (" +
+                std::to_string(v.compiled_ptx.size() >> 10) +
+                " KiB) is over what one verdict can carry back to honed";
+  }
+  v.compiled_ptx.clear();
+  if (v.message.size() > 4096) v.message.resize(4096);
+}
+
 // A bundle larger than this is refused before reading it (captures are capped far below).
 constexpr uint64_t k_max_bundle = 64ull << 30;
 
@@ -164,6 +186,7 @@ int serve(int fd, const std::string& driver) {
       }
       ::close(frame.fd);
     }
+    fit_in_frame(verdict);
     if (auto r = channel.send(proto::frame_of(proto::MsgType::verdict, frame.header.seq, verdict));
         !r) {
       log(r.error().message);

@@ -78,7 +78,7 @@ public:
     o.env["LD_PRELOAD"] = HONE_SHIM_LIBRARY;
     o.env["LD_LIBRARY_PATH"] = HONE_EMU_LIBRARY_DIR;
     o.env["HONE_SOCKET"] = socket;
-    o.env["HONE_LOG_LEVEL"] = "info";
+    o.env["HONE_LOG"] = "info";
     m_result = std::async(std::launch::async, [argv, o] {
       AppResult r;
       r.run = run_program(argv, o);
@@ -443,4 +443,80 @@ TEST(Loop, RestartServesStoredVariantWithoutNewWork) {
   json jobs = ctl.request({{"cmd", "jobs"}});
   EXPECT_TRUE(jobs["result"]["jobs"].empty()) << jobs.dump(2);
   expect_app_correct(app);
+}
+
+// Captures are the application's data: once no process runs the kernel and no job waits for
+// them, honed lets them go.
+TEST(Loop, CapturesLeaveMemoryWithTheApplication) {
+  auto d = start_daemon(config_text());
+  ASSERT_TRUE(d);
+  Ctl ctl(d->socket());
+  auto capture_bytes = [&] {
+    json st = ctl.request({{"cmd", "status"}});
+    return st["result"]["workers"].value("capture_bytes", uint64_t(0));
+  };
+  {
+    App app(d->socket(), {"--n", k_n, "--reps", k_reps});
+    ASSERT_TRUE(wait_kernel(ctl)) << d->log();
+    uint64_t id = ctl.submit(k_fast, "cuda", {{"comparison", "bitwise"}});
+    ASSERT_NE(id, 0u);
+    json job = ctl.wait_job(id);
+    ASSERT_EQ(job.value("verdict", ""), "verified") << job.dump(2);
+    // two launches of 1024 ints in and out
+    EXPECT_EQ(capture_bytes(), 2u * 2u * 4096u);
+    expect_app_correct(app);
+  }
+  EXPECT_TRUE(wait_for([&] { return capture_bytes() == 0; }, 10s)) << d->log();
+  EXPECT_NE(d->log().find("dropped 2 capture(s) of accumulate"), std::string::npos) << d->log();
+  EXPECT_FALSE(fs::exists(d->state_dir() / "captures"));
+}
+
+// With capture.persist the captures are files of mode 0600 under the state directory, and a
+// restarted honed validates with them while no application runs the kernel.
+TEST(Loop, PersistedCapturesValidateAfterRestart) {
+  TempDir dir("hone-loop");
+  std::string cfg = config_text();
+  cfg.replace(cfg.find("[capture]\n"), 10, "[capture]\npersist = true\n");
+  {
+    auto d = start_daemon(cfg, dir.path());
+    ASSERT_TRUE(d);
+    App app(d->socket(), {"--n", k_n, "--reps", k_reps});
+    Ctl ctl(d->socket());
+    ASSERT_TRUE(wait_kernel(ctl)) << d->log();
+    uint64_t id = ctl.submit(k_fast, "cuda", {{"comparison", "bitwise"}});
+    json job = ctl.wait_job(id);
+    ASSERT_EQ(job.value("verdict", ""), "verified") << job.dump(2);
+    expect_app_correct(app);
+    ASSERT_TRUE(d->stop());
+  }
+  fs::path captures = dir.path() / "state" / "captures";
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(captures)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 2u);
+  for (const auto& f : files) {
+    EXPECT_EQ(f.extension(), ".cap");
+    EXPECT_EQ(fs::status(f).permissions() & fs::perms::all,
+              fs::perms::owner_read | fs::perms::owner_write)
+        << f;
+  }
+  // A corrupt file among them is removed, not trusted.
+  std::ofstream(captures / "garbage.cap") << "HCAP but not really";
+
+  auto d = start_daemon(cfg, dir.path());
+  ASSERT_TRUE(d);
+  Ctl ctl(d->socket());
+  const std::string wrong =
+      "extern \"C\" __global__ void accumulate(int* out, const int* in, int n, "
+      "int reps)\n{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "    if (i < n) out[i] = in[i] * (reps + 1);\n}\n";
+  uint64_t id = ctl.submit(wrong, "cuda", {{"comparison", "bitwise"}});
+  ASSERT_NE(id, 0u);
+  json job = ctl.wait_job(id, 60s);
+  EXPECT_EQ(job.value("verdict", ""), "mismatch") << job.dump(2) << d->log();
+  job = ctl.wait_job(ctl.submit(k_fast, "cuda", {{"comparison", "bitwise"}}), 60s);
+  EXPECT_EQ(job.value("verdict", ""), "verified") << job.dump(2) << d->log();
+  EXPECT_EQ(job.value("captures_used", 0), 2) << job.dump(2);
+  EXPECT_NE(d->log().find("2 persisted capture(s) loaded"), std::string::npos) << d->log();
+  EXPECT_NE(d->log().find("garbage.cap: "), std::string::npos) << d->log();
+  EXPECT_FALSE(fs::exists(captures / "garbage.cap"));
 }
