@@ -66,6 +66,10 @@ demo: build
 
 bench: build
 	$(BUILD)/bin/hone-bench-ptx-parse
+	$(BUILD)/bin/hone-bench-emu
+	$(BUILD)/bin/hone-bench-shim-launch
+	$(BUILD)/bin/hone-bench-status
+	$(BUILD)/bin/hone-bench-loop
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD)

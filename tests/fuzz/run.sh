@@ -22,7 +22,7 @@ for fuzzer in "$build"/fuzz/*_fuzz; do
     echo "fuzz: $name FAILED (reproducer: $build/fuzz-crash-$name-*)"
     status=1
   else
-    grep -E 'stat::number_executed_units|stat::peak_rss_mb' "$build/fuzz-$name.log" | sed "s/^/fuzz: $name /"
+    grep -E 'stat::number_of_executed_units|stat::peak_rss_mb' "$build/fuzz-$name.log" | sed "s/^/fuzz: $name /"
   fi
 done
 exit $status
