@@ -472,7 +472,14 @@ bool Reporter::Impl::handle(const proto::FrameHeader& h, std::string_view payloa
     interval = config().report_ms ? config().report_ms
                                   : std::max<uint32_t>(ack.report_interval_ms, k_min_interval_ms);
     next_report = now;
-    for (KernelRecord* rec : registry().records()) rec->announced = false; // a new session
+    // A new session: the daemon knows nothing yet, so announce every kernel and send every
+    // counter again, even those the previous daemon already had.
+    for (KernelRecord* rec : registry().records()) {
+      rec->announced = false;
+      rec->reported_launches = 0;
+      rec->reported_sampled = 0;
+      rec->reported_variant_launches = 0;
+    }
     ready.store(true);
     log(Level::debug, "connected to honed %s, reporting every %llu ms", ack.daemon_version.c_str(),
         (unsigned long long)interval);
