@@ -8,9 +8,12 @@ class Rejit final : public Strategy {
 public:
   std::string id() const override { return "rejit"; }
 
-  std::vector<Candidate> propose(const KernelTask& task) override {
+  double expected_speedup() const override { return 1.03; }
+  double cost_gpu_seconds() const override { return 4.0; } // four candidates
+
+  std::unique_ptr<Session> start(const KernelTask& task) override {
     std::vector<Candidate> out;
-    if (task.format != proto::ImageFormat::ptx || task.image.empty()) return out;
+    if (task.format != proto::ImageFormat::ptx || task.image.empty()) return nullptr;
     // The driver's default is the highest optimization level with no register limit; fewer
     // registers can raise occupancy for memory-bound kernels, a lower level occasionally avoids
     // a poor schedule.
@@ -31,7 +34,7 @@ public:
       c.comparison = Comparison::bitwise;
       out.push_back(std::move(c));
     }
-    return out;
+    return fixed_session(std::move(out));
   }
 };
 

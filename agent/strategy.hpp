@@ -1,7 +1,11 @@
 // The agent's strategies (DESIGN.md, "Agent"): each turns a kernel task into candidates for the
-// validation worker. One interface, one level of implementations (embedded ones here, the LLM
-// one in llm.*); the daemon's optimizer runs them and feeds every candidate through the same
-// validation path as a kernel engineer's submission.
+// validation worker. One interface; the daemon's optimizer runs them, ranks them, and feeds every
+// candidate through the same validation path as a kernel engineer's submission. Verdicts come
+// back to the session that proposed the candidate, so a strategy can learn and try again.
+//
+// Threading: the optimizer calls every method on its own (the daemon's) thread. A session that
+// works in the background (the LLM one) keeps its own thread and hands results over inside
+// poll(); it must never block the caller.
 #pragma once
 
 #include "common/capture.hpp"
@@ -10,6 +14,7 @@
 #include "common/job.hpp"
 #include "common/protocol.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +30,7 @@ struct KernelTask {
   std::optional<proto::SourceInfo> source; // the NVRTC source, when the shim captured it
   std::vector<Capture> captures;           // observed launches: shapes and scalar bytes
   std::string arch;                        // "sm_90"
+  std::string device;                      // the device's name, as the shim reported it
 };
 
 struct Candidate {
@@ -37,6 +43,24 @@ struct Candidate {
   std::vector<std::string> nvrtc_options;
   Comparison comparison = Comparison::bitwise; // what "same result" means for it
   Guard guard;                             // which launches it may serve
+  uint64_t tag = 0;                        // the session's own id for it (verdicts carry it back)
+};
+
+// One strategy's work on one kernel.
+class Session {
+public:
+  virtual ~Session() = default;
+  // Candidates ready now; empty while the session is still working (or has nothing more).
+  virtual std::vector<Candidate> poll() = 0;
+  // The verdict on a candidate this session proposed (matched by Candidate::tag).
+  virtual void on_verdict(const Candidate& candidate, const Verdict& verdict) {
+    (void)candidate;
+    (void)verdict;
+  }
+  // Nothing more will come from poll().
+  virtual bool done() const = 0;
+  // For status: what it is doing ("turn 2 of 4: waiting for the model").
+  virtual std::string state() const { return done() ? "done" : "working"; }
 };
 
 class Strategy {
@@ -44,9 +68,19 @@ public:
   virtual ~Strategy() = default;
   // A stable id ("rejit"), recorded per kernel so a restart does not redo it.
   virtual std::string id() const = 0;
-  // Candidates for `task`; none when the strategy does not apply.
-  virtual std::vector<Candidate> propose(const KernelTask& task) = 0;
+  // Whether it reads the captured launches (scalar values, shapes) and must wait for them.
+  virtual bool needs_captures() const { return false; }
+  // The speedup it typically brings and the GPU-seconds a try costs, for ranking strategies
+  // before any verdict is known (expected gain per GPU-second; the optimizer refines it from
+  // verdicts).
+  virtual double expected_speedup() const { return 1.05; }
+  virtual double cost_gpu_seconds() const { return 1.0; }
+  // Work on `task`; nullptr when the strategy does not apply to this kernel.
+  virtual std::unique_ptr<Session> start(const KernelTask& task) = 0;
 };
+
+// A session that hands out a fixed list of candidates at once (the built-in strategies).
+std::unique_ptr<Session> fixed_session(std::vector<Candidate> candidates);
 
 // Re-JIT the original PTX with a sweep of JIT options (optimization level, register limits).
 // Same code, same arithmetic: bitwise equality.

@@ -313,6 +313,19 @@ const Key k_keys[] = {
      .doc = "Only this many kernels are optimized: those with the most estimated GPU time\n"
             "(launches times sampled duration). More spreads the GPU time that validation\n"
             "takes over more kernels of smaller weight."},
+    {.section = "optimizer", .name = "gpu_share", .kind = Kind::number,
+     .field = HONE_FIELD(optimizer.gpu_share),
+     .number_min = 0.01, .number_max = 1.0,
+     .doc = "Most of the GPU's time that validation and benchmarks may take, as a fraction:\n"
+            "after a job that kept the worker busy for T seconds, the next one waits so that\n"
+            "the worker is busy at most this share of the time. 1: back to back."},
+    {.section = "optimizer", .name = "pause_load", .kind = Kind::number,
+     .field = HONE_FIELD(optimizer.pause_load),
+     .number_min = 0.0, .number_max = 1000.0,
+     .doc = "Validation waits while the applications keep the GPU at least this busy: their\n"
+            "kernels' estimated device time per second of wall time, summed over processes\n"
+            "(0.9: 90% of the time). Concurrent streams can add up past 1; above 1 this only\n"
+            "pauses under such overlap. 0: never pause."},
     {.section = "capture", .name = "captures_per_kernel", .kind = Kind::integer,
      .field = HONE_FIELD(capture.captures_per_kernel),
      .min = 1, .max = 64,

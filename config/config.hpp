@@ -54,6 +54,8 @@ struct OptimizerConfig {
   bool enabled = true;              // run the built-in strategies on hot kernels
   uint32_t hot_min_launches = 100;  // launches (all processes) before a kernel is worth optimizing
   uint32_t hot_top = 8;             // only the top kernels by estimated GPU time
+  double gpu_share = 0.25;          // most of the GPU's time validation and benchmarks may take
+  double pause_load = 0.9;          // no validation while the applications keep the GPU this busy
   bool operator==(const OptimizerConfig&) const = default;
 };
 

@@ -58,7 +58,8 @@ namespace hone::cuda {
   X(cuStreamSynchronize, "cuStreamSynchronize", "")
 
 // Entry points a driver may lack: nullptr then. cuFuncGetParamInfo is CUDA 12.4+; the VMM set
-// (CUDA 10.2+) is what restores buffers at their original device addresses.
+// (CUDA 10.2+) is what restores buffers at their original device addresses; stream priorities
+// put the worker's runs behind the applications' work.
 #define HONE_DRIVER_OPTIONAL(X)                                                                    \
   X(cuFuncGetParamInfo, "cuFuncGetParamInfo", "")                                                  \
   X(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", "")                            \
@@ -68,7 +69,9 @@ namespace hone::cuda {
   X(cuMemRelease, "cuMemRelease", "")                                                              \
   X(cuMemMap, "cuMemMap", "")                                                                      \
   X(cuMemUnmap, "cuMemUnmap", "")                                                                  \
-  X(cuMemSetAccess, "cuMemSetAccess", "")
+  X(cuMemSetAccess, "cuMemSetAccess", "")                                                          \
+  X(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange", "")                                \
+  X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", "")
 
 class DriverApi {
 public:

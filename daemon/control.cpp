@@ -340,7 +340,7 @@ json Daemon::status_json(size_t top, size_t max_processes) const {
               {"jobs", m_optimizer ? m_optimizer->jobs_json() : json::array()},
               {"workers", m_optimizer ? m_optimizer->workers_json() : json::object()},
               {"variants", std::move(variants)},
-              {"agent", {{"backends", json::array()}}},
+              {"agent", m_optimizer ? m_optimizer->agent_json() : json::object()},
               {"store", std::move(store)}};
 }
 

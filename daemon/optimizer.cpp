@@ -66,6 +66,7 @@ Optimizer::Optimizer(asio::io_context& io, const config::Config& config, store::
   WorkerSettings ws;
   ws.driver = m_config.worker.driver;
   ws.job_timeout = std::chrono::seconds(m_config.validation.job_timeout_s);
+  ws.gpu_share = m_config.optimizer.gpu_share;
   m_workers = std::make_unique<WorkerPool>(
       io, ws, [this](uint64_t job, const Verdict& v) { on_verdict(job, v); });
   m_strategies.push_back(agent::make_rejit_strategy());
@@ -88,6 +89,7 @@ void Optimizer::set_config(const config::Config& config) {
   WorkerSettings ws;
   ws.driver = m_config.worker.driver;
   ws.job_timeout = std::chrono::seconds(m_config.validation.job_timeout_s);
+  ws.gpu_share = m_config.optimizer.gpu_share;
   m_workers->set_settings(ws);
 }
 
@@ -97,6 +99,7 @@ void Optimizer::tick() {
   revalidate_imports();
   advance();
   release_idle_captures();
+  watch_load();
   // Forget the oldest finished jobs beyond what status shows.
   size_t finished = 0;
   for (const auto& [id, j] : m_jobs) finished += j.state == JobState::done;
@@ -114,6 +117,32 @@ void Optimizer::tick() {
   });
 }
 
+void Optimizer::watch_load() {
+  // The applications' GPU load: their kernels' estimated device time per second, over ~2 s.
+  uint64_t total = 0;
+  for (const auto& [key, k] : m_registry.kernels()) total += k.record.est_gpu_ns;
+  auto now = std::chrono::steady_clock::now();
+  if (m_load_at != std::chrono::steady_clock::time_point{}) {
+    double dt = std::chrono::duration<double, std::nano>(now - m_load_at).count();
+    double rate = total >= m_load_total && dt > 0 ? double(total - m_load_total) / dt : 0;
+    m_load += (rate - m_load) * std::min(1.0, dt / 2e9);
+  }
+  m_load_total = total;
+  m_load_at = now;
+  double limit = m_config.optimizer.pause_load;
+  bool pause = limit > 0 && m_load >= limit;
+  if (pause != m_workers->paused()) {
+    if (pause) {
+      spdlog::info("validation paused: the applications keep the GPU {:.0f}% busy "
+                   "(optimizer.pause_load {:.0f}%)",
+                   m_load * 100, limit * 100);
+    } else {
+      spdlog::info("validation resumed: GPU load {:.0f}%", m_load * 100);
+    }
+    m_workers->set_paused(pause);
+  }
+}
+
 void Optimizer::advance() {
   if (m_stopping) return;
   for (auto& [id, job] : m_jobs) {
@@ -126,7 +155,8 @@ void Optimizer::advance_soon() {
   asio::post(m_io, [this] { advance(); });
 }
 
-Result<uint64_t> Optimizer::submit(const KernelKey& kernel, agent::Candidate candidate) {
+Result<uint64_t> Optimizer::submit(const KernelKey& kernel, agent::Candidate candidate,
+                                   uint64_t session) {
   if (candidate.code.empty()) return make_error("the candidate is empty");
   if (candidate.entry.empty()) candidate.entry = kernel.entry;
   JobEntry job;
@@ -134,6 +164,7 @@ Result<uint64_t> Optimizer::submit(const KernelKey& kernel, agent::Candidate can
   job.kernel = kernel;
   job.candidate = std::move(candidate);
   job.created = now_s();
+  job.session = session;
   if (KernelInfo* k = m_registry.kernel(kernel)) {
     if (k->record.state == store::KernelState::observed ||
         k->record.state == store::KernelState::rejected) {
@@ -272,7 +303,8 @@ void Optimizer::start_job(JobEntry& job) {
   }
   spdlog::info("job {}: queued for a worker, to validate on {} captured launch(es)", job.id,
                j.captures.size());
-  m_workers->submit(job.id, encode_bundle(j, views));
+  // A person waiting on `honectl submit` goes ahead of the background strategies.
+  m_workers->submit(job.id, encode_bundle(j, views), !job.session);
 }
 
 // ---- verdicts ----------------------------------------------------------------------------------
@@ -290,6 +322,20 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
   bool verified = v.kind == VerdictKind::verified;
   spdlog::info("job {}: {}: {}", job.id, to_string(v.kind),
                verified ? fmt::format("{:.2f}x faster", v.speedup) : v.message.substr(0, 300));
+  if (job.candidate.strategy != "submit") {
+    auto& st = m_strategy_stats[job.candidate.strategy];
+    ++st.candidates;
+    st.gpu_seconds += m_workers->job_seconds(job.id);
+    if (verified) {
+      ++st.verified;
+      st.gain_sum += std::max(0.0, v.speedup - 1);
+    }
+  }
+  if (job.session) {
+    if (auto s = m_sessions.find(job.session); s != m_sessions.end()) {
+      s->second.session->on_verdict(job.candidate, v);
+    }
+  }
   KernelInfo* k = m_registry.kernel(job.kernel);
   std::string arch;
   uint32_t major = 0;
@@ -634,8 +680,25 @@ agent::KernelTask Optimizer::task_for(const KernelKey& key, const Work& w) const
   return t;
 }
 
+double Optimizer::expected_gain_per_second(const agent::Strategy& s) const {
+  // The strategy's own prior, weighed as two tries, refined by what its candidates did here.
+  double gain = (s.expected_speedup() - 1) * 2;
+  double cost = s.cost_gpu_seconds() * 2;
+  if (auto it = m_strategy_stats.find(s.id()); it != m_strategy_stats.end()) {
+    gain += it->second.gain_sum;
+    cost += it->second.gpu_seconds;
+  }
+  return cost > 0 ? gain / cost : 0;
+}
+
 void Optimizer::run_strategies() {
   if (!m_config.optimizer.enabled) return;
+  // Strategies in order of expected gain per GPU-second.
+  std::vector<agent::Strategy*> order;
+  for (const auto& s : m_strategies) order.push_back(s.get());
+  std::stable_sort(order.begin(), order.end(), [&](agent::Strategy* a, agent::Strategy* b) {
+    return expected_gain_per_second(*a) > expected_gain_per_second(*b);
+  });
   auto ranked = m_registry.ranked();
   size_t considered = 0;
   for (const KernelInfo* ck : ranked) {
@@ -645,19 +708,79 @@ void Optimizer::run_strategies() {
     if (k->record.disabled || k->record.launches < m_config.optimizer.hot_min_launches) continue;
     if (k->processes.empty()) continue;
     Work& w = m_work[key];
-    for (const auto& s : m_strategies) {
+    for (agent::Strategy* s : order) {
       if (std::find(k->record.tried.begin(), k->record.tried.end(), s->id()) != k->record.tried.end()) {
         continue;
       }
       request_image(key, w);
-      if (w.image.empty()) continue; // strategies read the image; try again when it is here
-      auto candidates = s->propose(task_for(key, w));
+      if (w.image.empty()) break; // strategies read the image; try again when it is here
+      if (s->needs_captures()) {
+        request_captures(key, w);
+        if (w.captures.size() < m_config.capture.captures_per_kernel) continue;
+      }
       k->record.tried.push_back(s->id());
       k->dirty = true;
-      spdlog::info("{}: strategy {} proposes {} candidate(s)", key.entry, s->id(), candidates.size());
-      for (auto& c : candidates) (void)submit(key, std::move(c));
+      auto session = s->start(task_for(key, w));
+      if (!session) {
+        spdlog::debug("{}: strategy {} does not apply", key.entry, s->id());
+        continue;
+      }
+      uint64_t id = m_next_session++;
+      spdlog::info("{}: strategy {} started", key.entry, s->id());
+      m_sessions.emplace(id, SessionEntry{key, s->id(), std::move(session), now_s()});
     }
   }
+  poll_sessions();
+}
+
+void Optimizer::poll_sessions() {
+  for (auto it = m_sessions.begin(); it != m_sessions.end();) {
+    SessionEntry& e = it->second;
+    auto candidates = e.session->poll();
+    if (!candidates.empty()) {
+      spdlog::info("{}: strategy {} proposes {} candidate(s)", e.kernel.entry, e.strategy,
+                   candidates.size());
+    }
+    for (auto& c : candidates) {
+      c.strategy = e.strategy;
+      (void)submit(e.kernel, std::move(c), it->first);
+    }
+    bool waiting = std::any_of(m_jobs.begin(), m_jobs.end(), [&](const auto& j) {
+      return j.second.session == it->first && j.second.state != JobState::done;
+    });
+    if (e.session->done() && !waiting) {
+      spdlog::debug("{}: strategy {} finished", e.kernel.entry, e.strategy);
+      it = m_sessions.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Optimizer::add_strategy(std::unique_ptr<agent::Strategy> strategy) {
+  m_strategies.push_back(std::move(strategy));
+}
+
+json Optimizer::agent_json() const {
+  json strategies = json::array();
+  for (const auto& s : m_strategies) {
+    json j{{"id", s->id()}, {"expected_gain_per_gpu_second", expected_gain_per_second(*s)}};
+    if (auto it = m_strategy_stats.find(s->id()); it != m_strategy_stats.end()) {
+      j["candidates"] = it->second.candidates;
+      j["verified"] = it->second.verified;
+      j["gpu_seconds"] = it->second.gpu_seconds;
+    }
+    strategies.push_back(std::move(j));
+  }
+  json sessions = json::array();
+  for (const auto& [id, e] : m_sessions) {
+    sessions.push_back({{"id", id},
+                        {"kernel", e.kernel.str()},
+                        {"strategy", e.strategy},
+                        {"state", e.session->state()},
+                        {"started", e.started}});
+  }
+  return json{{"strategies", std::move(strategies)}, {"sessions", std::move(sessions)}};
 }
 
 void Optimizer::revalidate_imports() {
@@ -724,6 +847,8 @@ json Optimizer::jobs_json() const {
 
 json Optimizer::workers_json() const {
   return json{{"busy", m_workers->busy()},
+              {"paused", m_workers->paused()},
+              {"gpu_load", m_load},
               {"queued", m_workers->queued()},
               {"started", m_workers->workers_started()},
               {"lost", m_workers->workers_lost()},

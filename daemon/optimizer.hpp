@@ -14,6 +14,7 @@
 #include <boost/asio.hpp>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
@@ -40,7 +41,13 @@ public:
   void set_config(const config::Config& config);
 
   // A candidate for `kernel`, validated like any other. Returns the job id.
-  Result<uint64_t> submit(const KernelKey& kernel, agent::Candidate candidate);
+  // `session`: the strategy session that proposed it (0: a submission), told the verdict.
+  Result<uint64_t> submit(const KernelKey& kernel, agent::Candidate candidate,
+                          uint64_t session = 0);
+  // Strategies and their sessions, for status.
+  nlohmann::json agent_json() const;
+  // Add a strategy (the daemon adds the LLM one when it is configured).
+  void add_strategy(std::unique_ptr<agent::Strategy> strategy);
 
   // Messages from shims.
   void on_kernels(uint64_t conn, const proto::Kernels& msg);
@@ -83,6 +90,7 @@ private:
     std::optional<Verdict> verdict;
     std::optional<VariantId> variant;
     std::optional<VariantId> revalidates; // an imported variant this job re-validates
+    uint64_t session = 0;                  // the strategy session that proposed it
     std::string message;
     int64_t created = 0;
     int64_t finished = 0;
@@ -122,6 +130,28 @@ private:
   Send m_send;
   std::unique_ptr<WorkerPool> m_workers;
   std::vector<std::unique_ptr<agent::Strategy>> m_strategies;
+  // One strategy's work on one kernel, while it may still propose candidates or await verdicts.
+  struct SessionEntry {
+    KernelKey kernel;
+    std::string strategy;
+    std::unique_ptr<agent::Session> session;
+    int64_t started = 0;
+  };
+  std::map<uint64_t, SessionEntry> m_sessions;
+  uint64_t m_next_session = 1;
+  // What each strategy achieved here: ranks strategies by expected gain per GPU-second.
+  struct StrategyStats {
+    uint64_t candidates = 0, verified = 0;
+    double gain_sum = 0;         // over verified candidates, speedup minus one
+    double gpu_seconds = 0;      // wall time its jobs kept the worker busy
+  };
+  std::map<std::string, StrategyStats> m_strategy_stats;
+  double expected_gain_per_second(const agent::Strategy& s) const;
+  void poll_sessions();
+  void watch_load(); // pause validation while the applications keep the GPU busy
+  double m_load = 0; // their estimated device time per wall second
+  uint64_t m_load_total = 0;
+  std::chrono::steady_clock::time_point m_load_at;
   asio::steady_timer m_timer;
   std::map<KernelKey, Work> m_work;
   std::map<uint64_t, JobEntry> m_jobs;

@@ -47,7 +47,7 @@ Verdict failed(uint64_t job, VerdictKind kind, std::string message) {
 
 WorkerPool::WorkerPool(asio::io_context& io, WorkerSettings settings, OnVerdict on_verdict)
     : m_io(io), m_settings(std::move(settings)), m_on_verdict(std::move(on_verdict)),
-      m_deadline(io), m_respawn(io) {}
+      m_deadline(io), m_respawn(io), m_gate(io) {}
 
 WorkerPool::~WorkerPool() { stop(); }
 
@@ -56,6 +56,7 @@ void WorkerPool::stop() {
   m_stopping = true;
   m_deadline.cancel();
   m_respawn.cancel();
+  m_gate.cancel();
   if (m_conn) m_conn->close("honed is shutting down");
   if (m_pid > 0) {
     ::kill(m_pid, SIGKILL);
@@ -75,12 +76,13 @@ void WorkerPool::stop() {
   }
 }
 
-void WorkerPool::submit(uint64_t job, std::string bundle) {
+void WorkerPool::submit(uint64_t job, std::string bundle, bool first) {
   if (m_stopping) {
     m_on_verdict(job, failed(job, VerdictKind::internal, "honed is stopping"));
     return;
   }
-  m_queue.emplace_back(job, std::move(bundle));
+  if (first) m_queue.emplace_front(job, std::move(bundle));
+  else m_queue.emplace_back(job, std::move(bundle));
   if (!m_conn) spawn();
   dispatch();
 }
@@ -132,8 +134,41 @@ bool WorkerPool::spawn() {
   return true;
 }
 
+void WorkerPool::set_paused(bool paused) {
+  if (paused == m_paused) return;
+  m_paused = paused;
+  if (!paused) dispatch();
+}
+
+double WorkerPool::job_seconds(uint64_t job) {
+  auto it = m_job_seconds.find(job);
+  if (it == m_job_seconds.end()) return 0;
+  double s = it->second;
+  m_job_seconds.erase(it);
+  return s;
+}
+
+void WorkerPool::job_ended(uint64_t job) {
+  auto now = std::chrono::steady_clock::now();
+  double seconds = std::chrono::duration<double>(now - m_busy_since).count();
+  m_job_seconds[job] = seconds;
+  while (m_job_seconds.size() > 1024) m_job_seconds.erase(m_job_seconds.begin());
+  double share = std::clamp(m_settings.gpu_share, 0.01, 1.0);
+  m_not_before = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(seconds * (1 - share) / share));
+}
+
 void WorkerPool::dispatch() {
-  if (m_stopping || !m_conn || !m_ready || m_current || m_queue.empty()) return;
+  if (m_stopping || m_paused || m_current || m_queue.empty()) return;
+  if (auto now = std::chrono::steady_clock::now(); now < m_not_before) {
+    // within the GPU share: the next job waits its turn
+    m_gate.expires_at(m_not_before);
+    m_gate.async_wait([this](const boost::system::error_code& e) {
+      if (!e) dispatch();
+    });
+    return;
+  }
+  if (!m_conn || !m_ready) return;
   auto [job, bundle] = std::move(m_queue.front());
   m_queue.pop_front();
   UniqueFd fd = memfd_with(bundle);
@@ -143,6 +178,7 @@ void WorkerPool::dispatch() {
     return;
   }
   m_current = job;
+  m_busy_since = std::chrono::steady_clock::now();
   wire::Writer w;
   w.u64(job);
   m_conn->send(proto::frame(proto::MsgType::job, uint32_t(job), w, proto::k_flag_fd),
@@ -191,6 +227,7 @@ bool WorkerPool::on_frame(Connection& c, const proto::FrameHeader& h, std::strin
 
 void WorkerPool::finish(const Verdict& v) {
   m_deadline.cancel();
+  job_ended(v.job);
   m_current = 0;
   m_on_verdict(v.job, v);
   dispatch();
@@ -218,6 +255,7 @@ void WorkerPool::worker_gone(const std::string& why) {
   m_ready = false;
   if (m_current) {
     uint64_t job = m_current;
+    job_ended(job);
     m_current = 0;
     m_deadline.cancel();
     if (m_killed_for_timeout) {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,7 @@ namespace hone::daemon {
 struct WorkerSettings {
   std::string driver = "libcuda.so.1";
   std::chrono::seconds job_timeout{120};
+  double gpu_share = 1.0; // after a job of T seconds the next waits T * (1 - share) / share
   std::string executable; // honed itself; empty: /proc/self/exe
 };
 
@@ -30,8 +32,9 @@ public:
   WorkerPool(asio::io_context& io, WorkerSettings settings, OnVerdict on_verdict);
   ~WorkerPool() override;
 
-  // Queue a job; its verdict arrives through on_verdict (always exactly once).
-  void submit(uint64_t job, std::string bundle);
+  // Queue a job (ahead of the others with `first`); its verdict arrives through on_verdict
+  // (always exactly once).
+  void submit(uint64_t job, std::string bundle, bool first = false);
   void stop();
 
   size_t queued() const { return m_queue.size(); }
@@ -40,6 +43,11 @@ public:
   uint64_t workers_started() const { return m_started; }
   uint64_t workers_lost() const { return m_lost; }
   void set_settings(WorkerSettings s) { m_settings = std::move(s); }
+  // While paused (the applications keep the GPU busy) no job starts; the queue waits.
+  void set_paused(bool paused);
+  bool paused() const { return m_paused; }
+  // Seconds the worker spent on `job` (0 when unknown); forgotten once asked.
+  double job_seconds(uint64_t job);
 
   // ConnectionHandler (the worker's end of the socketpair)
   bool on_frame(Connection& c, const proto::FrameHeader& h, std::string_view payload,
@@ -50,6 +58,7 @@ private:
   bool spawn();
   void dispatch();
   void finish(const Verdict& v);
+  void job_ended(uint64_t job); // timing and the GPU-share gate
   void worker_gone(const std::string& why);
 
   asio::io_context& m_io;
@@ -64,6 +73,11 @@ private:
   uint64_t m_current = 0;     // job in the worker, 0 when idle
   asio::steady_timer m_deadline;
   asio::steady_timer m_respawn;
+  asio::steady_timer m_gate;  // the next job may start at m_not_before
+  std::chrono::steady_clock::time_point m_not_before;
+  std::chrono::steady_clock::time_point m_busy_since;
+  std::map<uint64_t, double> m_job_seconds;
+  bool m_paused = false;
   uint64_t m_started = 0;
   uint64_t m_lost = 0;
   uint32_t m_quick_failures = 0;

@@ -44,6 +44,7 @@ state_dir = "$work/state"
 driver = "$emu/libcuda.so.1"   # the emulated device; on a GPU server: libcuda.so.1
 [optimizer]
 hot_min_launches = 50
+gpu_share = 0.5
 TOML
 
 say "start honed (state in $work/state, workers on the emulated device)"

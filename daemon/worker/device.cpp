@@ -68,8 +68,17 @@ Result<std::unique_ptr<Device>> Device::open(std::shared_ptr<const cuda::DriverA
     d->m_primary = true;
     if (auto r = HONE_CU(a, cuCtxSetCurrent, d->m_ctx); !r) return r.error();
   }
-  // A blocking stream: ordered after the synchronous copies that restore the buffers.
-  if (auto r = HONE_CU(a, cuStreamCreate, &d->m_stream, 0u); !r) return r.error();
+  // A blocking stream (ordered after the synchronous copies that restore the buffers), at the
+  // lowest priority the device has: validation yields to the applications' streams.
+  int least = 0, greatest = 0;
+  if (a.cuCtxGetStreamPriorityRange && a.cuStreamCreateWithPriority &&
+      a.cuCtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS) {
+    if (auto r = HONE_CU(a, cuStreamCreateWithPriority, &d->m_stream, 0u, least); !r) {
+      return r.error();
+    }
+  } else if (auto r = HONE_CU(a, cuStreamCreate, &d->m_stream, 0u); !r) {
+    return r.error();
+  }
   if (auto r = HONE_CU(a, cuEventCreate, &d->m_start, 0u); !r) return r.error();
   if (auto r = HONE_CU(a, cuEventCreate, &d->m_end, 0u); !r) return r.error();
   return d;

@@ -202,6 +202,8 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_CAPTURE_CAPTURES_PER_KERNEL",
                         "HONE_CAPTURE_MAX_MB",
                         "HONE_CAPTURE_TOTAL_MB",
+                        "HONE_OPTIMIZER_GPU_SHARE",
+                        "HONE_OPTIMIZER_PAUSE_LOAD",
                         "HONE_CAPTURE_WITH_OUTPUTS",
                         "HONE_CAPTURE_PERSIST",
                         "HONE_CAPTURE_TIMEOUT_S",
@@ -219,7 +221,7 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_VALIDATION_F16_ABS"}) {
     EXPECT_TRUE(vars.count(v)) << v;
   }
-  EXPECT_EQ(keys.size(), 37u);
+  EXPECT_EQ(keys.size(), 39u);
 }
 
 TEST(ConfigFile, SetsEveryKey) {
@@ -270,6 +272,8 @@ TEST(ConfigFile, SetsTheOptimizerCaptureAndValidationKeys) {
 enabled = false
 hot_min_launches = 1000000000
 hot_top = 1
+gpu_share = 0.5
+pause_load = 0
 
 [capture]
 captures_per_kernel = 64
@@ -295,6 +299,8 @@ f16_abs = -0.0
 )");
   EXPECT_FALSE(c.optimizer.enabled);
   EXPECT_EQ(c.optimizer.hot_min_launches, 1000000000u);
+  EXPECT_DOUBLE_EQ(c.optimizer.gpu_share, 0.5);
+  EXPECT_DOUBLE_EQ(c.optimizer.pause_load, 0.0);
   EXPECT_EQ(c.optimizer.hot_top, 1u);
   EXPECT_EQ(c.capture.captures_per_kernel, 64u);
   EXPECT_EQ(c.capture.max_mb, 65536u);
