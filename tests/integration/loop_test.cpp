@@ -69,44 +69,34 @@ struct AppResult {
 class App {
 public:
   App(const std::string& socket, const std::vector<std::string>& args)
-      : m_stop((m_dir.path() / "stop").string()) {
-    std::vector<std::string> argv{std::string(HONE_TESTAPP_DIR) + "/hone-testapp-serve",
-                                  "--seconds", "300", "--stop-file", m_stop};
-    argv.insert(argv.end(), args.begin(), args.end());
-    RunOptions o;
-    o.timeout = 330s;
-    o.env["LD_PRELOAD"] = HONE_SHIM_LIBRARY;
-    o.env["LD_LIBRARY_PATH"] = HONE_EMU_LIBRARY_DIR;
-    o.env["HONE_SOCKET"] = socket;
-    o.env["HONE_LOG"] = "info";
-    m_result = std::async(std::launch::async, [argv, o] {
-      AppResult r;
-      r.run = run_program(argv, o);
-      std::smatch m;
-      static const std::regex line("launches (\\d+) mismatches (\\d+)");
-      if (std::regex_search(r.run.out, m, line)) {
-        r.launches = std::stol(m[1]);
-        r.mismatches = std::stol(m[2]);
-      }
-      return r;
-    });
-  }
-  ~App() {
-    if (m_result.valid()) finish();
-  }
-  App(const App&) = delete;
-  App& operator=(const App&) = delete;
+      : m_app(options(socket, args)) {}
 
   // Stop the application and wait for it.
   AppResult finish() {
-    std::ofstream(m_stop) << "stop\n";
-    return m_result.get();
+    AppResult r;
+    r.run = m_app.finish();
+    std::smatch m;
+    static const std::regex line("launches (\\d+) mismatches (\\d+)");
+    if (std::regex_search(r.run.out, m, line)) {
+      r.launches = std::stol(m[1]);
+      r.mismatches = std::stol(m[2]);
+    }
+    return r;
   }
 
 private:
-  TempDir m_dir{"hone-app"};
-  std::string m_stop;
-  std::future<AppResult> m_result;
+  static AppOptions options(const std::string& socket, const std::vector<std::string>& args) {
+    AppOptions o;
+    o.program = std::string(HONE_TESTAPP_DIR) + "/hone-testapp-serve";
+    o.args = {"--seconds", "300"};
+    o.args.insert(o.args.end(), args.begin(), args.end());
+    o.socket = socket;
+    o.shim = HONE_SHIM_LIBRARY;
+    o.driver_dir = HONE_EMU_LIBRARY_DIR;
+    o.env["HONE_LOG"] = "info";
+    return o;
+  }
+  BackgroundApp m_app;
 };
 
 // The application ran, checked every launch, and found nothing wrong.
@@ -117,69 +107,24 @@ void expect_app_correct(App& app) {
   EXPECT_EQ(r.mismatches, 0) << r.run.out << r.run.err;
 }
 
-class Ctl {
-public:
-  explicit Ctl(const std::string& socket) {
-    auto c = connect_as(socket, proto::ClientKind::ctl);
-    if (!c) throw std::runtime_error(c.error().message);
-    m_client = std::make_unique<Client>(std::move(*c));
+// Submit `code` for the kernel `accumulate`; the job id, or 0 with a test failure.
+uint64_t submit(Ctl& ctl, const std::string& code, const std::string& kind,
+                json extra = json::object()) {
+  int fd = ::memfd_create("candidate", MFD_CLOEXEC);
+  if (fd < 0 || ::write(fd, code.data(), code.size()) != ssize_t(code.size())) {
+    ADD_FAILURE() << "memfd";
+    return 0;
   }
-
-  json request(const json& req, int fd = -1) {
-    auto f = m_client->control(req.dump(), fd);
-    if (!f) return json{{"ok", false}, {"error", f.error().message}};
-    if (f->fd >= 0) ::close(f->fd);
-    auto j = json::parse(f->payload, nullptr, false);
-    return j.is_discarded() ? json{{"ok", false}, {"error", "not JSON"}} : j;
+  json req{{"cmd", "submit"}, {"target", "accumulate"}, {"kind", kind}};
+  req.update(extra);
+  json r = ctl.request(req, fd);
+  ::close(fd);
+  if (!r.value("ok", false)) {
+    ADD_FAILURE() << "submit: " << r.dump();
+    return 0;
   }
-
-  // The kernel `name` as `kernels` lists it; null until a shim reported it.
-  json kernel(const std::string& name) {
-    json r = request({{"cmd", "kernels"}});
-    if (!r.value("ok", false)) return nullptr;
-    for (const auto& k : r["result"]["kernels"]) {
-      if (k.value("name", "") == name) return k;
-    }
-    return nullptr;
-  }
-
-  // Submit `code` for the kernel `accumulate`; the job id, or 0 with a test failure.
-  uint64_t submit(const std::string& code, const std::string& kind, json extra = json::object()) {
-    int fd = ::memfd_create("candidate", MFD_CLOEXEC);
-    if (fd < 0 || ::write(fd, code.data(), code.size()) != ssize_t(code.size())) {
-      ADD_FAILURE() << "memfd";
-      return 0;
-    }
-    json req{{"cmd", "submit"}, {"target", "accumulate"}, {"kind", kind}};
-    req.update(extra);
-    json r = request(req, fd);
-    ::close(fd);
-    if (!r.value("ok", false)) {
-      ADD_FAILURE() << "submit: " << r.dump();
-      return 0;
-    }
-    return r["result"]["job"].get<uint64_t>();
-  }
-
-  // Wait until job `id` is done; its JSON (null on timeout).
-  json wait_job(uint64_t id, std::chrono::seconds timeout = 180s) {
-    json job;
-    bool done = wait_for(
-        [&] {
-          json r = request({{"cmd", "job"}, {"id", id}});
-          if (!r.value("ok", false)) return false;
-          job = r["result"];
-          if (job.value("state", "") == "done") return true;
-          std::this_thread::sleep_for(100ms);
-          return false;
-        },
-        timeout);
-    return done ? job : json();
-  }
-
-private:
-  std::unique_ptr<Client> m_client;
-};
+  return r["result"]["job"].get<uint64_t>();
+}
 
 // Wait until the application reported the kernel (it is hot enough to submit against).
 bool wait_kernel(Ctl& ctl, std::chrono::seconds timeout = 60s) {
@@ -303,7 +248,7 @@ TEST(Loop, HostileCandidatesAreRejected) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
-    uint64_t id = ctl.submit(c.code, "cuda", {{"comparison", "bitwise"}});
+    uint64_t id = submit(ctl, c.code, "cuda", {{"comparison", "bitwise"}});
     ASSERT_NE(id, 0u);
     json job = ctl.wait_job(id);
     ASSERT_FALSE(job.is_null()) << d->log();
@@ -336,7 +281,7 @@ TEST(Loop, ShapeSpecificKernelServesOnlyItsShape) {
       "extern \"C\" __global__ void accumulate(int* out, const int* in, int n, "
       "int reps)\n{\n    int i = blockIdx.x * 256 + threadIdx.x;\n"
       "    if (i >= n) return;\n    out[i] = in[i] * reps;\n}\n";
-  uint64_t id = ctl.submit(code, "cuda", {{"comparison", "bitwise"}, {"block", {256, 1, 1}}});
+  uint64_t id = submit(ctl, code, "cuda", {{"comparison", "bitwise"}, {"block", {256, 1, 1}}});
   ASSERT_NE(id, 0u);
   json job = ctl.wait_job(id);
   ASSERT_FALSE(job.is_null()) << d->log();
@@ -376,7 +321,7 @@ TEST(Loop, ShapeSpecificKernelFailsOnOtherShape) {
       "extern \"C\" __global__ void accumulate(int* out, const int* in, int n, "
       "int reps)\n{\n    int i = blockIdx.x * 256 + threadIdx.x;\n"
       "    if (i >= n) return;\n    out[i] = in[i] * reps;\n}\n";
-  uint64_t id = ctl.submit(code, "cuda", {{"comparison", "bitwise"}});
+  uint64_t id = submit(ctl, code, "cuda", {{"comparison", "bitwise"}});
   ASSERT_NE(id, 0u);
   json job = ctl.wait_job(id);
   ASSERT_FALSE(job.is_null()) << d->log();
@@ -391,7 +336,7 @@ TEST(Loop, DisableWithdrawsAndEnableRestores) {
   App app(d->socket(), {"--n", k_n, "--reps", k_reps});
   Ctl ctl(d->socket());
   ASSERT_TRUE(wait_kernel(ctl)) << d->log();
-  uint64_t id = ctl.submit(k_fast, "cuda", {{"comparison", "bitwise"}});
+  uint64_t id = submit(ctl, k_fast, "cuda", {{"comparison", "bitwise"}});
   ASSERT_NE(id, 0u);
   json job = ctl.wait_job(id);
   ASSERT_EQ(job.value("verdict", ""), "verified") << job.dump(2);
@@ -420,7 +365,7 @@ TEST(Loop, RestartServesStoredVariantWithoutNewWork) {
     App app(d->socket(), {"--n", k_n, "--reps", k_reps});
     Ctl ctl(d->socket());
     ASSERT_TRUE(wait_kernel(ctl)) << d->log();
-    uint64_t id = ctl.submit(k_fast, "cuda", {{"comparison", "bitwise"}});
+    uint64_t id = submit(ctl, k_fast, "cuda", {{"comparison", "bitwise"}});
     ASSERT_NE(id, 0u);
     json job = ctl.wait_job(id);
     ASSERT_EQ(job.value("verdict", ""), "verified") << job.dump(2);
@@ -458,7 +403,7 @@ TEST(Loop, CapturesLeaveMemoryWithTheApplication) {
   {
     App app(d->socket(), {"--n", k_n, "--reps", k_reps});
     ASSERT_TRUE(wait_kernel(ctl)) << d->log();
-    uint64_t id = ctl.submit(k_fast, "cuda", {{"comparison", "bitwise"}});
+    uint64_t id = submit(ctl, k_fast, "cuda", {{"comparison", "bitwise"}});
     ASSERT_NE(id, 0u);
     json job = ctl.wait_job(id);
     ASSERT_EQ(job.value("verdict", ""), "verified") << job.dump(2);
@@ -483,7 +428,7 @@ TEST(Loop, PersistedCapturesValidateAfterRestart) {
     App app(d->socket(), {"--n", k_n, "--reps", k_reps});
     Ctl ctl(d->socket());
     ASSERT_TRUE(wait_kernel(ctl)) << d->log();
-    uint64_t id = ctl.submit(k_fast, "cuda", {{"comparison", "bitwise"}});
+    uint64_t id = submit(ctl, k_fast, "cuda", {{"comparison", "bitwise"}});
     json job = ctl.wait_job(id);
     ASSERT_EQ(job.value("verdict", ""), "verified") << job.dump(2);
     expect_app_correct(app);
@@ -509,11 +454,11 @@ TEST(Loop, PersistedCapturesValidateAfterRestart) {
       "extern \"C\" __global__ void accumulate(int* out, const int* in, int n, "
       "int reps)\n{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
       "    if (i < n) out[i] = in[i] * (reps + 1);\n}\n";
-  uint64_t id = ctl.submit(wrong, "cuda", {{"comparison", "bitwise"}});
+  uint64_t id = submit(ctl, wrong, "cuda", {{"comparison", "bitwise"}});
   ASSERT_NE(id, 0u);
   json job = ctl.wait_job(id, 60s);
   EXPECT_EQ(job.value("verdict", ""), "mismatch") << job.dump(2) << d->log();
-  job = ctl.wait_job(ctl.submit(k_fast, "cuda", {{"comparison", "bitwise"}}), 60s);
+  job = ctl.wait_job(submit(ctl, k_fast, "cuda", {{"comparison", "bitwise"}}), 60s);
   EXPECT_EQ(job.value("verdict", ""), "verified") << job.dump(2) << d->log();
   EXPECT_EQ(job.value("captures_used", 0), 2) << job.dump(2);
   EXPECT_NE(d->log().find("2 persisted capture(s) loaded"), std::string::npos) << d->log();

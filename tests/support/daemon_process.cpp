@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include <fcntl.h>
@@ -328,6 +329,70 @@ uint64_t raise_fd_limit(uint64_t n) {
     ::getrlimit(RLIMIT_NOFILE, &rl);
   }
   return rl.rlim_cur;
+}
+
+} // namespace hone::test
+
+namespace hone::test {
+
+Ctl::Ctl(const std::string& socket) {
+  auto c = connect_as(socket, proto::ClientKind::ctl);
+  if (!c) throw std::runtime_error(c.error().message);
+  m_client = std::make_unique<Client>(std::move(*c));
+}
+
+nlohmann::json Ctl::request(const nlohmann::json& req, int fd) {
+  auto f = m_client->control(req.dump(), fd);
+  if (!f) return nlohmann::json{{"ok", false}, {"error", f.error().message}};
+  if (f->fd >= 0) ::close(f->fd);
+  auto j = nlohmann::json::parse(f->payload, nullptr, false);
+  return j.is_discarded() ? nlohmann::json{{"ok", false}, {"error", "not JSON"}} : j;
+}
+
+nlohmann::json Ctl::kernel(const std::string& name) {
+  nlohmann::json r = request({{"cmd", "kernels"}});
+  if (!r.value("ok", false)) return nullptr;
+  for (const auto& k : r["result"]["kernels"]) {
+    if (k.value("name", "") == name) return k;
+  }
+  return nullptr;
+}
+
+nlohmann::json Ctl::wait_job(uint64_t id, std::chrono::milliseconds timeout) {
+  nlohmann::json job;
+  bool done = wait_for(
+      [&] {
+        nlohmann::json r = request({{"cmd", "job"}, {"id", id}});
+        if (!r.value("ok", false)) return false;
+        job = r["result"];
+        if (job.value("state", "") == "done") return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        return false;
+      },
+      timeout);
+  return done ? job : nlohmann::json();
+}
+
+BackgroundApp::BackgroundApp(AppOptions o) : m_stop((m_dir.path() / "stop").string()) {
+  std::vector<std::string> argv{o.program};
+  argv.insert(argv.end(), o.args.begin(), o.args.end());
+  argv.insert(argv.end(), {"--stop-file", m_stop});
+  RunOptions run;
+  run.timeout = o.timeout;
+  run.env = o.env;
+  if (!o.shim.empty()) run.env["LD_PRELOAD"] = o.shim;
+  if (!o.driver_dir.empty()) run.env["LD_LIBRARY_PATH"] = o.driver_dir;
+  if (!o.socket.empty()) run.env["HONE_SOCKET"] = o.socket;
+  m_result = std::async(std::launch::async, [argv, run] { return run_program(argv, run); });
+}
+
+BackgroundApp::~BackgroundApp() {
+  if (m_result.valid()) finish();
+}
+
+RunResult BackgroundApp::finish() {
+  std::ofstream(m_stop) << "stop\n";
+  return m_result.get();
 }
 
 } // namespace hone::test

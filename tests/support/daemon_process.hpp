@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -123,6 +124,51 @@ Result<nlohmann::json> control(Client& c, const nlohmann::json& request);
 
 // Evaluate `condition` until it holds or `timeout` passes; whether it held.
 bool wait_for(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
+// A control client for tests: requests as JSON, the usual lookups.
+class Ctl {
+public:
+  // Connects to `socket` as honectl would; throws std::runtime_error when it cannot.
+  explicit Ctl(const std::string& socket);
+  // The whole reply ({"ok": ..., "result" | "error": ...}); {"ok": false, ...} on a transport
+  // error. `fd` travels with the request (submit).
+  nlohmann::json request(const nlohmann::json& request, int fd = -1);
+  // The kernel named `name` as `kernels` lists it; null until a shim reported it.
+  nlohmann::json kernel(const std::string& name);
+  // Wait until job `id` is done; its JSON (null on timeout).
+  nlohmann::json wait_job(uint64_t id, std::chrono::milliseconds timeout = std::chrono::seconds(180));
+
+private:
+  std::unique_ptr<Client> m_client;
+};
+
+// A test application under libhone.so, attached to `socket`, running in the background: it gets
+// `--stop-file PATH` after its own arguments and runs until finish() creates that file.
+struct AppOptions {
+  std::string program;
+  std::vector<std::string> args;
+  std::string socket;
+  std::string shim;       // libhone.so; empty: no LD_PRELOAD
+  std::string driver_dir; // put first on LD_LIBRARY_PATH (the emulated device)
+  std::map<std::string, std::string> env;
+  std::chrono::milliseconds timeout{330000};
+};
+
+class BackgroundApp {
+public:
+  explicit BackgroundApp(AppOptions options);
+  ~BackgroundApp(); // finishes it when the test did not
+  BackgroundApp(const BackgroundApp&) = delete;
+  BackgroundApp& operator=(const BackgroundApp&) = delete;
+
+  // Stop the application and wait for it.
+  RunResult finish();
+
+private:
+  TempDir m_dir{"hone-app"};
+  std::string m_stop;
+  std::future<RunResult> m_result;
+};
 
 // Raise this process's RLIMIT_NOFILE soft limit to at least `n` (up to the hard limit). Returns
 // the limit in force afterwards.
