@@ -49,7 +49,9 @@ WorkerPool::WorkerPool(asio::io_context& io, WorkerSettings settings, OnVerdict 
     : m_io(io), m_settings(std::move(settings)), m_on_verdict(std::move(on_verdict)),
       m_deadline(io), m_respawn(io), m_gate(io) {}
 
-WorkerPool::~WorkerPool() { stop(); }
+WorkerPool::~WorkerPool() {
+  stop();
+}
 
 void WorkerPool::stop() {
   if (m_stopping) return;
@@ -81,8 +83,10 @@ void WorkerPool::submit(uint64_t job, std::string bundle, bool first) {
     m_on_verdict(job, failed(job, VerdictKind::internal, "honed is stopping"));
     return;
   }
-  if (first) m_queue.emplace_front(job, std::move(bundle));
-  else m_queue.emplace_back(job, std::move(bundle));
+  if (first)
+    m_queue.emplace_front(job, std::move(bundle));
+  else
+    m_queue.emplace_back(job, std::move(bundle));
   if (!m_conn) spawn();
   dispatch();
 }
@@ -107,8 +111,8 @@ bool WorkerPool::spawn() {
     // The child: the worker end of the pair on fd 3, then honed's own binary as a worker.
     if (::dup2(pair[1], k_worker_fd) < 0) ::_exit(120);
     ::setpgid(0, 0);
-    const char* argv[] = {"honed", "worker", "--fd", fd_arg.c_str(), "--driver",
-                          m_settings.driver.c_str(), nullptr};
+    const char* argv[] = {
+        "honed", "worker", "--fd", fd_arg.c_str(), "--driver", m_settings.driver.c_str(), nullptr};
     ::execv(exe.c_str(), const_cast<char* const*>(argv));
     ::_exit(127);
   }
@@ -205,6 +209,7 @@ bool WorkerPool::on_frame(Connection& c, const proto::FrameHeader& h, std::strin
     }
     m_ready = true;
     m_quick_failures = 0;
+    c.handshake_done(); // a worker may live for hours: no handshake deadline from here on
     proto::HelloAck ack;
     ack.daemon_version = k_version;
     c.send_msg(proto::MsgType::hello_ack, h.seq, ack);
@@ -244,8 +249,12 @@ void WorkerPool::worker_gone(const std::string& why) {
   // A worker without its connection is of no use: make sure it is gone before reaping it.
   if (m_pid > 0) ::kill(m_pid, SIGKILL);
   if (m_pid > 0 && ::waitpid(m_pid, &status, 0) == m_pid) {
-    if (WIFEXITED(status)) how = "exited with status " + std::to_string(WEXITSTATUS(status));
-    else if (WIFSIGNALED(status)) how = "killed by signal " + std::to_string(WTERMSIG(status));
+    // The connection's end says why; the status says how the process went.
+    if (WIFEXITED(status))
+      how = "exited with status " + std::to_string(WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+      how = "killed by signal " + std::to_string(WTERMSIG(status));
+    if (!why.empty()) how += " (" + why + ")";
   }
   if (m_pid > 0) {
     ++m_lost;
@@ -264,8 +273,8 @@ void WorkerPool::worker_gone(const std::string& why) {
                                    std::to_string(m_settings.job_timeout.count()) +
                                    " s (validation.job_timeout_s); its worker was killed"));
     } else {
-      m_on_verdict(job, failed(job, VerdictKind::internal,
-                               "the worker died during the job (" + how + ")"));
+      m_on_verdict(
+          job, failed(job, VerdictKind::internal, "the worker died during the job (" + how + ")"));
     }
   }
   m_killed_for_timeout = false;

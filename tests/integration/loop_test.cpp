@@ -330,6 +330,27 @@ TEST(Loop, ShapeSpecificKernelFailsOnOtherShape) {
 }
 
 // `disable` withdraws the variant from the running process; `enable` brings it back.
+// A worker lives for as long as there is work: it is not mistaken, 30 s after its start, for a
+// peer that never finished its handshake (which used to kill it, and fail the job it ran).
+TEST(Loop, WorkerOutlivesTheHandshakeDeadline) {
+  auto d = start_daemon(config_text());
+  ASSERT_TRUE(d);
+  App app(d->socket(), {"--n", k_n, "--reps", k_reps});
+  Ctl ctl(d->socket());
+  ASSERT_TRUE(wait_kernel(ctl)) << d->log();
+  uint64_t first = submit(ctl, k_fast, "cuda", {{"comparison", "bitwise"}});
+  ASSERT_NE(first, 0u);
+  EXPECT_EQ(ctl.wait_job(first).value("verdict", ""), "verified") << d->log();
+  std::this_thread::sleep_for(33s); // past the 30 s a connection has to say hello
+  uint64_t second = submit(ctl, k_fast, "cuda", {{"comparison", "bitwise"}});
+  ASSERT_NE(second, 0u);
+  EXPECT_EQ(ctl.wait_job(second).value("verdict", ""), "verified") << d->log();
+  json workers = ctl.request({{"cmd", "status"}})["result"]["workers"];
+  EXPECT_EQ(workers.value("started", 0), 1) << workers.dump() << d->log();
+  EXPECT_EQ(workers.value("lost", 1), 0) << workers.dump() << d->log();
+  expect_app_correct(app);
+}
+
 TEST(Loop, DisableWithdrawsAndEnableRestores) {
   auto d = start_daemon(config_text());
   ASSERT_TRUE(d);
