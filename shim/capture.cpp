@@ -1,8 +1,7 @@
 #include "shim/capture.hpp"
 
-#include "ptx/analysis.hpp"
-#include "ptx/parser.hpp"
 #include "shim/log.hpp"
+#include "shim/pointer_fields.hpp"
 #include "shim/real.hpp"
 #include "shim/reporter.hpp"
 
@@ -61,22 +60,9 @@ bool claim(KernelRecord* r) {
 // Pointer fields of the kernel's parameters from its PTX (once per kernel), when the shim has it.
 void analyze_pointers(KernelRecord* r) {
   std::call_once(r->pointers_once, [r] {
-    proto::ImageFormat format = proto::ImageFormat::unknown;
-    auto bytes = registry().image_bytes(r->key.image, &format);
-    if (!bytes || format != proto::ImageFormat::ptx) return;
-    auto module = ptx::parse(std::string_view(*bytes), "capture");
-    if (!module) return;
-    const ptx::Function* f = module->function(r->key.entry);
-    if (!f || !f->is_entry) return;
-    ptx::EntryInfo info = ptx::analyze_entry(*module, *f);
-    for (uint32_t i = 0; i < info.params.size(); ++i) {
-      const auto& p = info.params[i];
-      for (const auto& u : p.pointers) r->pointers.push_back({i, u.offset});
-      // read through its address: any aligned 8-byte field may be a pointer
-      if (p.address_taken) {
-        for (uint32_t off = 0; off + 8 <= p.size; off += 8) r->pointers.push_back({i, off});
-      }
-    }
+    auto fields = pointer_fields(r->key);
+    if (!fields) return;
+    r->pointers = std::move(*fields);
     r->pointers_known = true;
   });
 }
@@ -163,12 +149,14 @@ int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
   // Pointer parameters: from the PTX analysis when there is PTX, else every aligned 8-byte field
   // whose value lies inside a device allocation.
   analyze_pointers(r);
-  std::vector<KernelRecord::PointerField> fields;
+  std::vector<PointerField> fields;
   if (r->pointers_known) {
     fields = r->pointers;
   } else {
     for (uint32_t i = 0; i < c.params.size(); ++i) {
-      for (uint32_t off = 0; off + 8 <= c.params[i].size; off += 8) fields.push_back({i, off});
+      for (uint32_t off = 0; off + 8 <= c.params[i].size; off += 8) {
+        fields.push_back({i, off, c.params[i].offset + off, false});
+      }
     }
   }
   c.pointers_from_analysis = r->pointers_known;

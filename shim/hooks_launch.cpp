@@ -4,7 +4,8 @@
 // the handle, if any), two relaxed loads (is a timed launch or a capture due?), the real call, then
 // one relaxed atomic add and three relaxed loads (stores only when the launch shape changed).
 // No allocation, lock, system call or getenv. A served variant adds its guard check: the block
-// shape and the bytes of the specialized scalars. The slow paths (a function never seen, a launch
+// shape and the bytes of the specialized scalars, and for a no_alias guard one driver query per
+// pointer field (the allocation it lies in). The slow paths (a function never seen, a launch
 // picked for timing or capture) are out of line.
 #include "shim/capture.hpp"
 #include "shim/config.hpp"
@@ -53,6 +54,45 @@ inline void count(KernelRecord* r, const LaunchArgs& a) {
   if (r->block.load(std::memory_order_relaxed) != block) r->block.store(block, std::memory_order_relaxed);
 }
 
+// Do the launch's pointer fields lie in pairwise distinct allocations? (a no_alias guard: a
+// variant reading through ld.global.nc would miss the launch's writes to an aliased buffer)
+// A null pointer points nowhere and is skipped, and so is a field that may hold data (of a
+// parameter read through its address) whose value is in no allocation; any other pointer the
+// driver cannot place fails the guard. Stack only: Swap::k_max_alias_fields bounds the fields.
+__attribute__((noinline)) bool pointers_distinct(const Swap& s, const LaunchArgs& a) {
+  using GetRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  auto range = real_as<GetRange>(Fn::cuMemGetAddressRange_v2);
+  if (!range || s.alias_fields.size() > Swap::k_max_alias_fields) return false;
+  const uint8_t* buffer = nullptr;
+  size_t size = 0;
+  if (!a.params && !extra_buffer(a.extra, &buffer, &size)) return false;
+  CUdeviceptr bases[Swap::k_max_alias_fields];
+  size_t n = 0;
+  for (const PointerField& f : s.alias_fields) {
+    CUdeviceptr pointer;
+    if (a.params) {
+      if (!a.params[f.param]) return false;
+      std::memcpy(&pointer, static_cast<const uint8_t*>(a.params[f.param]) + f.field,
+                  sizeof pointer);
+    } else {
+      if (f.offset + sizeof pointer > size) return false;
+      std::memcpy(&pointer, buffer + f.offset, sizeof pointer);
+    }
+    if (!pointer) continue;
+    CUdeviceptr base = 0;
+    size_t bytes = 0;
+    if (range(&base, &bytes, pointer) != CUDA_SUCCESS) {
+      if (f.certain) return false;
+      continue;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (bases[i] == base) return false;
+    }
+    bases[n++] = base;
+  }
+  return true;
+}
+
 // Does this launch pass the variant's guard? (DESIGN.md, "Hot swap")
 inline bool guard_passes(const Swap& s, const LaunchArgs& a) {
   for (int i = 0; i < 3; ++i) {
@@ -73,14 +113,14 @@ inline bool guard_passes(const Swap& s, const LaunchArgs& a) {
       if (!p || std::memcmp(p, sc.bytes.data(), sc.bytes.size()) != 0) return false;
     }
   }
-  if (s.guard.no_alias) return false; // pointer-range guards are not checked here: never serve
   if (s.kernel_handle) {
     // a CUkernel launches in the current context; the variant was loaded for one context
     CUcontext ctx = nullptr;
     auto get = real_as<CUresult (*)(CUcontext*)>(Fn::cuCtxGetCurrent);
     if (!get || get(&ctx) != CUDA_SUCCESS || ctx != s.context) return false;
   }
-  return true;
+  // last: the one check that costs driver calls
+  return !s.guard.no_alias || pointers_distinct(s, a);
 }
 
 template <class Call> CUresult run(KernelRecord* r, CUfunction f, const LaunchArgs& a, Call&& call) {

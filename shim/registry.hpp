@@ -19,6 +19,16 @@
 
 namespace hone::shim {
 
+// A pointer in a kernel's parameters, from the PTX analysis of its image (shim/pointer_fields.hpp).
+struct PointerField {
+  uint32_t param = 0;  // parameter index (kernelParams launches)
+  uint32_t field = 0;  // byte offset of the pointer inside the parameter
+  uint32_t offset = 0; // byte offset of the pointer in the parameter buffer (extra launches)
+  // false: an 8-byte field of a parameter the kernel reads through its address; it may hold data,
+  // and is a pointer only when its value lies in a device allocation
+  bool certain = true;
+};
+
 // One kernel (KernelKey) in this process, however many contexts or handles it has.
 struct KernelRecord {
   uint64_t id = 0;
@@ -48,10 +58,6 @@ struct KernelRecord {
   // Pointer fields of the parameters, from the PTX analysis (computed once, on a capture).
   std::once_flag pointers_once;
   bool pointers_known = false;
-  struct PointerField {
-    uint32_t param;
-    uint32_t field;
-  };
   std::vector<PointerField> pointers;
 
   // Reporter thread only.
@@ -64,11 +70,16 @@ struct KernelRecord {
 // A variant serving one function handle (DESIGN.md, "Hot swap"): its function in the handle's
 // context and the guard a launch must pass. Never freed: a launch may still hold it.
 struct Swap {
+  // A no_alias guard reads at most this many pointer fields per launch (their allocations go in a
+  // stack array); a kernel with more is refused at install.
+  static constexpr size_t k_max_alias_fields = 32;
+
   void* function = nullptr;  // CUfunction of the variant
   void* context = nullptr;   // where it was loaded; a CUkernel launch elsewhere runs the original
   bool kernel_handle = false; // the handle is a CUkernel (context-independent)
   Guard guard;
   VariantId variant;
+  std::vector<PointerField> alias_fields; // no_alias: the fields that must not share an allocation
 };
 
 // CUfunction / CUkernel handle -> KernelRecord, lock-free for readers. Open addressing; keys are

@@ -2,6 +2,7 @@
 
 #include "cuda/jit_options.hpp"
 #include "shim/log.hpp"
+#include "shim/pointer_fields.hpp"
 #include "shim/real.hpp"
 #include "shim/registry.hpp"
 
@@ -27,8 +28,9 @@ constexpr int k_success = 0;
 struct Installed {
   proto::InstallVariant msg;
   std::string image;
-  std::map<CUctx, void*> function_in; // the variant's function per context
-  std::vector<const void*> served;     // handles it serves
+  std::map<CUctx, void*> function_in;     // the variant's function per context
+  std::vector<const void*> served;        // handles it serves
+  std::vector<PointerField> alias_fields; // no_alias guard: what each launch checks
 };
 
 // Reporter thread only (and the fork handler).
@@ -43,10 +45,6 @@ std::string driver_error(int code) {
 // The launch path reads each guarded scalar at (param, offset) for bytes.size() bytes: the guard
 // must fit the kernel's parameters (the variant's layout is the original's; the worker checked).
 bool guard_fits(const Guard& g, void* fn, std::string* why) {
-  if (g.no_alias) {
-    *why = "its guard needs non-aliasing pointers, which this shim does not check";
-    return false;
-  }
   if (g.scalars.empty()) return true;
   auto info = real_as<ParamInfo>(Fn::cuFuncGetParamInfo);
   if (!info) {
@@ -63,6 +61,32 @@ bool guard_fits(const Guard& g, void* fn, std::string* why) {
       return false;
     }
   }
+  return true;
+}
+
+// A no_alias guard is checked on each launch over the kernel's pointer fields: the shim must know
+// them (the PTX analysis of the original image, the fields capture copies, so a launch is served
+// only where the worker's validation would have run it) and a launch must be able to hold their
+// allocations in a stack array.
+bool find_alias_fields(Installed& inst, std::string* why) {
+  const std::string needs = "its guard needs pointer parameters in distinct allocations, ";
+  if (!real(Fn::cuMemGetAddressRange_v2)) {
+    *why = needs + "and the driver cannot place a pointer in its allocation (cuMemGetAddressRange)";
+    return false;
+  }
+  auto fields = pointer_fields(inst.msg.kernel);
+  if (!fields) {
+    *why = needs + "and the shim has no PTX of the kernel to find them in (the image is not PTX, "
+                   "or was not kept: HONE_IMAGE_CACHE_MB)";
+    return false;
+  }
+  if (fields->size() > Swap::k_max_alias_fields) {
+    *why = needs + "and the kernel has " + std::to_string(fields->size()) +
+           " pointer fields; the shim checks at most " + std::to_string(Swap::k_max_alias_fields) +
+           " per launch";
+    return false;
+  }
+  inst.alias_fields = std::move(*fields);
   return true;
 }
 
@@ -115,7 +139,8 @@ bool serve(Installed& inst, std::string* why) {
     if (std::find(inst.served.begin(), inst.served.end(), h.handle) != inst.served.end()) continue;
     void* fn = function_in(inst, h.context, why);
     if (!fn) return false;
-    auto* swap = new Swap{fn, h.context, h.kernel_handle, inst.msg.guard, inst.msg.variant};
+    auto* swap = new Swap{fn, h.context, h.kernel_handle, inst.msg.guard, inst.msg.variant,
+                          inst.alias_fields};
     {
       std::lock_guard lock(registry().mutex());
       registry().functions.set_swap(h.handle, swap);
@@ -140,9 +165,9 @@ proto::VariantStatus install_variant(const proto::InstallVariant& msg, std::stri
   auto [it, fresh] = g_installed->try_emplace(msg.kernel);
   Installed& inst = it->second;
   if (!fresh) withdraw(inst); // a newer variant replaces the one serving now
-  inst = Installed{msg, std::move(image), {}, {}};
+  inst = Installed{msg, std::move(image), {}, {}, {}};
   std::string why;
-  if (!serve(inst, &why)) {
+  if ((msg.guard.no_alias && !find_alias_fields(inst, &why)) || !serve(inst, &why)) {
     withdraw(inst);
     g_installed->erase(it);
     st.message = why;
@@ -152,6 +177,10 @@ proto::VariantStatus install_variant(const proto::InstallVariant& msg, std::stri
   }
   st.installed = true;
   st.message = "serving " + std::to_string(inst.served.size()) + " handle(s)";
+  if (msg.guard.no_alias) {
+    st.message += "; launches whose " + std::to_string(inst.alias_fields.size()) +
+                  " pointer field(s) share an allocation run the original";
+  }
   log(Level::info, "variant %s now serves %s", msg.variant.hex().c_str(), msg.kernel.entry.c_str());
   return st;
 }

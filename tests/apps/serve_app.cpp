@@ -1,8 +1,10 @@
 // An application that keeps launching one kernel (serve.cu) and checks every result against the
 // host, as an inference loop does: the end-to-end tests optimize and swap its kernel under it.
 //   hone-testapp-serve [--seconds S] [--iterations N] [--mixed-shapes] [--n N] [--reps R] [--block B]
-//                     [--stop-file PATH]
+//                     [--stop-file PATH] [--alias]
 // It stops after S seconds (or N launches), or as soon as PATH exists. Blocks have B threads (default 256); --mixed-shapes launches every fourth time with half as many.
+// --alias passes one buffer as both out and in: the kernel computes in place (each thread reads
+// in[i] before it writes out[i], and no other thread touches element i).
 // Prints "progress <launches>" lines and, at the end, "launches <L> mismatches <M>"; exits 1 on a
 // mismatch. Nothing of hone: cuda.h and -lcuda only.
 #include <cuda.h>
@@ -37,6 +39,7 @@ int main(int argc, char** argv) {
   int n = 4096, reps = 64;
   unsigned block_threads = 256;
   std::string stop_file;
+  bool alias = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
@@ -46,8 +49,9 @@ int main(int argc, char** argv) {
     else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (a == "--stop-file" && i + 1 < argc) stop_file = argv[++i];
     else if (a == "--block" && i + 1 < argc) block_threads = unsigned(std::atoi(argv[++i]));
+    else if (a == "--alias") alias = true;
     else {
-      std::fprintf(stderr, "usage: %s [--seconds S] [--iterations N] [--mixed-shapes] [--n N] [--reps R] [--block B] [--stop-file PATH]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--seconds S] [--iterations N] [--mixed-shapes] [--n N] [--reps R] [--block B] [--stop-file PATH] [--alias]\n", argv[0]);
       return 2;
     }
   }
@@ -69,7 +73,8 @@ int main(int argc, char** argv) {
   std::vector<int> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
   CUdeviceptr d_in, d_out;
   check(cuMemAlloc(&d_in, size_t(n) * 4), "cuMemAlloc");
-  check(cuMemAlloc(&d_out, size_t(n) * 4), "cuMemAlloc");
+  if (alias) d_out = d_in;
+  else check(cuMemAlloc(&d_out, size_t(n) * 4), "cuMemAlloc");
   auto start = std::chrono::steady_clock::now();
   long launches = 0, mismatches = 0;
   for (long it = 0;; ++it) {
@@ -80,7 +85,7 @@ int main(int argc, char** argv) {
     if (!stop_file.empty() && ::access(stop_file.c_str(), F_OK) == 0) break;
     for (int i = 0; i < n; ++i) in[size_t(i)] = int((it * 7919 + i * 104729) % 100003) - 50000;
     check(cuMemcpyHtoD(d_in, in.data(), size_t(n) * 4), "cuMemcpyHtoD");
-    check(cuMemsetD8(d_out, 0xab, size_t(n) * 4), "cuMemsetD8");
+    if (!alias) check(cuMemsetD8(d_out, 0xab, size_t(n) * 4), "cuMemsetD8"); // in place: out holds in
     unsigned block = (mixed && it % 4 == 3) ? block_threads / 2 : block_threads;
     unsigned grid = unsigned((n + int(block) - 1) / int(block));
     void* params[] = {&d_out, &d_in, &n, &reps};

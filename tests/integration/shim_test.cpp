@@ -1320,8 +1320,6 @@ TEST(ShimSwap, BadVariantsAreRefusedAndAGoodOneServes) {
   std::vector<Case> cases;
   cases.push_back({"size that does not match the descriptor", base(1), image.size() - 7, false,
                    "does not match the size"});
-  cases.push_back({"guard the shim cannot check", base(2), image.size(), false, "non-aliasing"});
-  cases.back().msg.guard.no_alias = true;
   cases.push_back({"guard outside the parameters", base(3), image.size(), false,
                    "outside parameter 99"});
   cases.back().msg.guard.scalars = {hone::ScalarGuard{99, 400, std::string(4, '\0')}};
@@ -1380,6 +1378,228 @@ TEST(ShimSwap, BadVariantsAreRefusedAndAGoodOneServes) {
   Outcome o = app.wait(60s);
   EXPECT_EQ(o.status, 0) << describe(o);
   EXPECT_NE(o.out.find("mismatches 0"), std::string::npos) << o.out;
+}
+
+// --- the no_alias guard --------------------------------------------------------------------------
+
+const std::string k_serve_entry = "accumulate";
+const std::string k_blur_entry = "_ZN9hone_test4blurEPKiPii";
+
+// Waits for `pid` to report `entry`: its connection and the kernel as announced.
+bool wait_for_kernel(const TestServer& server, pid_t pid, const std::string& entry,
+                     uint64_t* conn_id, proto::KernelInfo* kernel) {
+  return server.wait_until(
+      [&](const ServerLog& l) {
+        for (const Connection* c : l.from_pid(pid)) {
+          for (const auto& k : c->kernels) {
+            if (k.key.entry == entry) {
+              *conn_id = c->id;
+              *kernel = k;
+              return true;
+            }
+          }
+        }
+        return false;
+      },
+      20s);
+}
+
+// Sends install_variant `msg` with `image` in its memfd on connection `conn_id` and returns the
+// answer (the connection's `index`-th variant_status), or nullopt when none came.
+std::optional<proto::VariantStatus> install(TestServer& server, pid_t pid, uint64_t conn_id,
+                                            proto::InstallVariant msg, const std::string& image,
+                                            size_t index) {
+  msg.size = image.size();
+  int fd = memfd_of(image);
+  if (fd < 0) return std::nullopt;
+  bool sent = server.send_with_fd(
+      conn_id, proto::frame_of(proto::MsgType::install_variant, 0, msg, proto::k_flag_fd), fd);
+  ::close(fd);
+  if (!sent) return std::nullopt;
+  std::optional<proto::VariantStatus> st;
+  server.wait_until(
+      [&](const ServerLog& l) {
+        for (const Connection* c : l.from_pid(pid)) {
+          if (c->id == conn_id && c->variant_statuses.size() > index) {
+            st = c->variant_statuses[index];
+            return true;
+          }
+        }
+        return false;
+      },
+      10s);
+  return st;
+}
+
+// The latest cumulative stats of kernel `id` on connection `conn_id` (zero before any report).
+proto::KernelStats latest_stats(const ServerLog& l, uint64_t conn_id, uint64_t id) {
+  for (const auto& c : l.connections) {
+    if (c.id != conn_id) continue;
+    auto all = c.latest_stats();
+    if (auto it = all.find(id); it != all.end()) return it->second;
+  }
+  return {};
+}
+
+proto::InstallVariant no_alias_variant(const KernelKey& key, uint8_t n) {
+  proto::InstallVariant m;
+  m.kernel = key;
+  m.variant = hone::VariantId{ImageHash::of(&n, 1)};
+  m.format = proto::ImageFormat::ptx;
+  m.entry = key.entry;
+  m.guard.no_alias = true;
+  return m;
+}
+
+// serve.cu's PTX with its load through `in` made ld.global.nc, as the readonly strategy does: a
+// variant that is only right while `out` is not in `in`'s allocation.
+std::string serve_nc_image() {
+  std::string image = read_file(k_apps_dir + "/serve.ptx");
+  const std::string load = "ld.global.u32";
+  size_t at = image.find(load);
+  if (at == std::string::npos || image.find(load, at + 1) != std::string::npos) {
+    throw std::runtime_error("serve.ptx no longer has exactly one " + load);
+  }
+  image.replace(at, load.size(), "ld.global.nc.u32");
+  image.push_back('\0');
+  return image;
+}
+
+// The same no_alias variant goes to two serve applications: one with distinct out and in, one
+// computing in place (--alias). Both accept it; the first runs it, the second never does (its two
+// pointers share an allocation) and runs the original, and both compute every result right.
+TEST(ShimSwap, NoAliasVariantServesOnlyLaunchesWithDistinctPointers) {
+  REQUIRE_SHIM();
+  TempDir dir;
+  TestServer server;
+  std::string stop = dir.file("stop");
+  std::vector<std::string> args{app_path("hone-testapp-serve"), "--seconds", "60", "--n", "512",
+                                "--reps", "8", "--stop-file", stop};
+  Process distinct(args, shim_env(server.socket_path()), dir);
+  args.push_back("--alias");
+  Process aliased(args, shim_env(server.socket_path()), dir);
+  const std::string image = serve_nc_image();
+
+  struct App {
+    const char* what;
+    Process& process;
+    uint64_t conn_id = 0;
+    proto::KernelInfo kernel;
+  };
+  App apps[] = {{"distinct pointers", distinct, 0, {}},
+                {"out and in in one allocation", aliased, 0, {}}};
+  uint64_t aliased_launches_at_install = 0;
+  for (auto& app : apps) {
+    SCOPED_TRACE(app.what);
+    ASSERT_TRUE(
+        wait_for_kernel(server, app.process.pid(), k_serve_entry, &app.conn_id, &app.kernel))
+        << describe(server.snapshot());
+    auto st = install(server, app.process.pid(), app.conn_id,
+                      no_alias_variant(app.kernel.key, 1), image, 0);
+    ASSERT_TRUE(st) << describe(server.snapshot());
+    EXPECT_TRUE(st->installed) << st->message;
+    EXPECT_EQ(st->message,
+              "serving 1 handle(s); launches whose 2 pointer field(s) share an allocation run the "
+              "original");
+    if (&app.process == &aliased) {
+      aliased_launches_at_install =
+          latest_stats(server.snapshot(), app.conn_id, app.kernel.id).launches;
+    }
+  }
+  // distinct pointers: served
+  EXPECT_TRUE(server.wait_until(
+      [&](const ServerLog& l) {
+        return latest_stats(l, apps[0].conn_id, apps[0].kernel.id).variant_launches > 5;
+      },
+      20s))
+      << describe(server.snapshot());
+  // one allocation: 20 launches reported after the install, none served, none failed over
+  ASSERT_TRUE(server.wait_until(
+      [&](const ServerLog& l) {
+        return latest_stats(l, apps[1].conn_id, apps[1].kernel.id).launches >=
+               aliased_launches_at_install + 20;
+      },
+      20s))
+      << describe(server.snapshot());
+  proto::KernelStats aliased_stats =
+      latest_stats(server.snapshot(), apps[1].conn_id, apps[1].kernel.id);
+  EXPECT_EQ(aliased_stats.variant_launches, 0u);
+  EXPECT_EQ(aliased_stats.fallbacks, 0u);
+
+  std::ofstream(stop) << "stop\n";
+  for (auto& app : apps) {
+    SCOPED_TRACE(app.what);
+    Outcome o = app.process.wait(60s);
+    EXPECT_EQ(o.status, 0) << describe(o);
+    EXPECT_NE(o.out.find(" mismatches 0"), std::string::npos) << o.out;
+  }
+}
+
+// The guard reads pointers from `extra` parameter buffers as well as from kernelParams: the
+// workload's blur (in, out distinct) is served on all three launches, the last of which passes
+// its parameters in CU_LAUNCH_PARAM_BUFFER_POINTER.
+TEST(ShimSwap, NoAliasGuardReadsParameterBuffers) {
+  REQUIRE_SHIM();
+  TempDir dir;
+  TestServer server;
+  Process p({app_path("hone-testapp-linked"), "--pause-before-launch"},
+            shim_env(server.socket_path()), dir, true);
+  uint64_t conn_id = 0;
+  proto::KernelInfo blur;
+  ASSERT_TRUE(wait_for_kernel(server, p.pid(), k_blur_entry, &conn_id, &blur))
+      << describe(server.snapshot());
+  // the original PTX serves as a variant of itself
+  auto st = install(server, p.pid(), conn_id, no_alias_variant(blur.key, 1),
+                    workload_ptx().bytes, 0);
+  ASSERT_TRUE(st) << describe(server.snapshot());
+  ASSERT_TRUE(st->installed) << st->message;
+  p.write_stdin("\n");
+  p.close_stdin();
+  Outcome o = p.wait();
+  ASSERT_EQ(o.status, 0) << describe(o);
+  EXPECT_NE(o.out.find("workload: check ok"), std::string::npos) << o.out;
+  ASSERT_TRUE(server.wait_until([&](const ServerLog& l) { return finished(l, o.pid); }, 5s));
+  proto::KernelStats s = latest_stats(server.snapshot(), conn_id, blur.id);
+  EXPECT_EQ(s.launches, 3u);
+  EXPECT_EQ(s.variant_launches, 3u);
+}
+
+// Without the kernel's PTX (HONE_IMAGE_CACHE_MB=0 keeps no image) the shim cannot tell which
+// parameters are pointers: a no_alias variant is refused, saying so, while the same variant
+// without the guard installs.
+TEST(ShimSwap, NoAliasVariantIsRefusedWithoutPointerInformation) {
+  REQUIRE_SHIM();
+  TempDir dir;
+  TestServer server;
+  std::string stop = dir.file("stop");
+  Env env = shim_env(server.socket_path());
+  env.set("HONE_IMAGE_CACHE_MB", "0");
+  Process app({app_path("hone-testapp-serve"), "--seconds", "60", "--n", "512", "--reps", "8",
+               "--stop-file", stop},
+              env, dir);
+  uint64_t conn_id = 0;
+  proto::KernelInfo kernel;
+  ASSERT_TRUE(wait_for_kernel(server, app.pid(), k_serve_entry, &conn_id, &kernel))
+      << describe(server.snapshot());
+  const std::string image = serve_nc_image();
+  auto refused = install(server, app.pid(), conn_id, no_alias_variant(kernel.key, 1), image, 0);
+  ASSERT_TRUE(refused) << describe(server.snapshot());
+  EXPECT_FALSE(refused->installed);
+  EXPECT_NE(refused->message.find("pointer parameters in distinct allocations"), std::string::npos)
+      << refused->message;
+  EXPECT_NE(refused->message.find("no PTX of the kernel"), std::string::npos) << refused->message;
+
+  proto::InstallVariant unguarded = no_alias_variant(kernel.key, 2);
+  unguarded.guard.no_alias = false;
+  auto accepted = install(server, app.pid(), conn_id, unguarded, image, 1);
+  ASSERT_TRUE(accepted) << describe(server.snapshot());
+  EXPECT_TRUE(accepted->installed) << accepted->message;
+  EXPECT_EQ(accepted->message, "serving 1 handle(s)");
+
+  std::ofstream(stop) << "stop\n";
+  Outcome o = app.wait(60s);
+  EXPECT_EQ(o.status, 0) << describe(o);
+  EXPECT_NE(o.out.find(" mismatches 0"), std::string::npos) << o.out;
 }
 
 } // namespace
