@@ -40,6 +40,8 @@ public:
 
 } // namespace
 
-std::unique_ptr<Strategy> make_rejit_strategy() { return std::make_unique<Rejit>(); }
+std::unique_ptr<Strategy> make_rejit_strategy() {
+  return std::make_unique<Rejit>();
+}
 
 } // namespace hone::agent

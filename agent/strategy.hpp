@@ -34,16 +34,16 @@ struct KernelTask {
 };
 
 struct Candidate {
-  std::string strategy;                    // the id of the strategy that made it
-  std::string description;                 // for people: what was changed
+  std::string strategy;    // the id of the strategy that made it
+  std::string description; // for people: what was changed
   CandidateKind kind = CandidateKind::ptx;
-  std::string code;                        // PTX text or CUDA source
+  std::string code; // PTX text or CUDA source
   std::string entry;
-  std::vector<std::string> jit_options;    // "NAME=value"
+  std::vector<std::string> jit_options; // "NAME=value"
   std::vector<std::string> nvrtc_options;
   Comparison comparison = Comparison::bitwise; // what "same result" means for it
-  Guard guard;                             // which launches it may serve
-  uint64_t tag = 0;                        // the session's own id for it (verdicts carry it back)
+  Guard guard;                                 // which launches it may serve
+  uint64_t tag = 0; // the session's own id for it (verdicts carry it back)
 };
 
 // One strategy's work on one kernel.
@@ -85,5 +85,17 @@ std::unique_ptr<Session> fixed_session(std::vector<Candidate> candidates);
 // Re-JIT the original PTX with a sweep of JIT options (optimization level, register limits).
 // Same code, same arithmetic: bitwise equality.
 std::unique_ptr<Strategy> make_rejit_strategy();
+
+// Runtime specialization of scalar arguments the application keeps constant across the captured
+// launches (source level through NVRTC when the source is known, PTX level otherwise); the guard
+// carries the specialized values. Same arithmetic: bitwise equality.
+std::unique_ptr<Strategy> make_specialize_strategy();
+
+// Launch bounds from the observed block size (.maxntid / __launch_bounds__), guarded by it.
+std::unique_ptr<Strategy> make_launch_bounds_strategy();
+
+// Read-only cache loads (ld.global.nc) through pointer parameters the kernel never writes,
+// guarded by no_alias (the shim proves at launch time that the pointers do not alias).
+std::unique_ptr<Strategy> make_readonly_strategy();
 
 } // namespace hone::agent

@@ -78,6 +78,7 @@ struct Key {
   std::string_view section; // "server"; a nested section is dotted: "agent.llm"
   std::string_view name;    // "max_connections"
   Kind kind;
+  bool secret = false; // a wrong value may be the secret itself: errors do not show it
   Field field;
   uint64_t min = 0; // integer, id_list
   uint64_t max = 0;
@@ -182,6 +183,58 @@ bool check_listen(std::string_view v, std::string& note) {
   return true;
 }
 
+// "" or an http:// or https:// URL that requests can be appended to and that holds no secret.
+bool check_base_url(std::string_view v, std::string& note) {
+  if (v.empty()) return true;
+  std::string_view rest;
+  if (v.substr(0, 7) == "http://") {
+    rest = v.substr(7);
+  } else if (v.substr(0, 8) == "https://") {
+    rest = v.substr(8);
+  } else {
+    note = "not an http:// or https:// URL";
+    return false;
+  }
+  for (char c : v) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
+      note = "it contains spaces or control characters";
+      return false;
+    }
+  }
+  std::string_view authority = rest.substr(0, rest.find('/'));
+  if (authority.empty()) {
+    note = "no host";
+    return false;
+  }
+  if (authority.find('@') != std::string_view::npos) {
+    note = "credentials in the URL would show in logs: use api_key_env or api_key_file";
+    return false;
+  }
+  if (v.find_first_of("?#") != std::string_view::npos) {
+    note = "no query or fragment: requests go to <base_url>/chat/completions";
+    return false;
+  }
+  return true;
+}
+
+bool check_model(std::string_view v, std::string&) {
+  return v.size() <= 256 && std::none_of(v.begin(), v.end(), [](char c) {
+           return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+         });
+}
+
+bool check_variable_name(std::string_view v, std::string&) {
+  if (v.empty()) return true;
+  auto head = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  if (!head(v.front())) return false;
+  return std::all_of(v.begin() + 1, v.end(),
+                     [&](char c) { return head(c) || (c >= '0' && c <= '9'); });
+}
+
+bool check_empty_or_absolute(std::string_view v, std::string&) {
+  return v.empty() || v.front() == '/';
+}
+
 constexpr Section k_sections[] = {
     {"server",
      "The unix socket that shims (libhone.so) and honectl connect to, and its limits.\n"
@@ -211,6 +264,13 @@ constexpr Section k_sections[] = {
      "change floating-point results and need the tolerances below), twice, so that a race\n"
      "shows up as two runs that differ. Then the original and the candidate are benchmarked\n"
      "interleaved on the same input, and the candidate is kept only when clearly faster."},
+    {"agent.llm",
+     "The LLM strategy: a model behind an OpenAI-compatible chat-completions endpoint (vLLM,\n"
+     "llama.cpp's server, a hosted API) rewrites hot kernels as CUDA C++, over a few turns\n"
+     "fed with the compiler's errors, the validation's mismatches and the measured times.\n"
+     "Its candidates go through [validation] like every other. It sends the endpoint the\n"
+     "kernel's source (or PTX), its launch shapes and scalar argument values, never the\n"
+     "contents of buffers. Off unless enabled; see docs/llm.md."},
 };
 
 // clang-format off
@@ -416,6 +476,76 @@ const Key k_keys[] = {
      .field = HONE_FIELD(validation.f16_abs),
      .number_min = 0, .number_max = 1,
      .doc = "Absolute tolerance for half and bfloat16 (16-bit) elements."},
+    {.section = "agent.llm", .name = "enabled", .kind = Kind::boolean,
+     .field = HONE_FIELD(agent.llm.enabled),
+     .doc = "Ask the model for faster versions of hot kernels. Needs model (and base_url)."},
+    {.section = "agent.llm", .name = "base_url", .kind = Kind::string,
+     .field = HONE_FIELD(agent.llm.base_url),
+     .check = check_base_url,
+     .expect = "empty or an http:// or https:// URL such as \"http://127.0.0.1:8000/v1\"",
+     .doc = "The endpoint's base URL: requests go to <base_url>/chat/completions. Use https://\n"
+            "for anything beyond this host: the prompt holds your kernels' code and the key\n"
+            "travels with every request."},
+    {.section = "agent.llm", .name = "model", .kind = Kind::string,
+     .field = HONE_FIELD(agent.llm.model),
+     .check = check_model,
+     .expect = "a model name of at most 256 printable characters",
+     .doc = "The model to ask, as the endpoint names it (the request's \"model\")."},
+    {.section = "agent.llm", .name = "api_key_env", .kind = Kind::string, .secret = true,
+     .field = HONE_FIELD(agent.llm.api_key_env),
+     .check = check_variable_name,
+     .expect = "empty or the name of an environment variable, such as \"OPENAI_API_KEY\"",
+     .doc = "The environment variable that holds the API key (sent as \"Authorization: Bearer\").\n"
+            "Under systemd, set it with Environment= or EnvironmentFile= in a drop-in. Empty,\n"
+            "and api_key_file empty too: no key is sent (a local server). Never put the key\n"
+            "itself in this file."},
+    {.section = "agent.llm", .name = "api_key_file", .kind = Kind::path, .secret = true,
+     .field = HONE_FIELD(agent.llm.api_key_file),
+     .check = check_empty_or_absolute,
+     .expect = "empty or an absolute path",
+     .doc = "Or a file that holds the API key: a regular file owned by honed's user, of mode\n"
+            "0600 or stricter (honed refuses it otherwise). At most one of api_key_env and\n"
+            "api_key_file."},
+    {.section = "agent.llm", .name = "connect_timeout_s", .kind = Kind::number,
+     .field = HONE_FIELD(agent.llm.connect_timeout_s),
+     .number_min = 0.1, .number_max = 300,
+     .doc = "Seconds to wait for a connection to the endpoint."},
+    {.section = "agent.llm", .name = "request_timeout_s", .kind = Kind::number,
+     .field = HONE_FIELD(agent.llm.request_timeout_s),
+     .number_min = 1, .number_max = 3600,
+     .doc = "Seconds one request may take, the model's whole answer included. Two requests in a\n"
+            "row that fail this way (or with HTTP 5xx, or no connection) end the kernel's turns."},
+    {.section = "agent.llm", .name = "max_turns", .kind = Kind::integer,
+     .field = HONE_FIELD(agent.llm.max_turns),
+     .min = 1, .max = 100,
+     .doc = "Requests per kernel, failed ones included. Each answer that holds a kernel is one\n"
+            "candidate, validated on the GPU before the next turn."},
+    {.section = "agent.llm", .name = "max_reply_tokens", .kind = Kind::integer,
+     .field = HONE_FIELD(agent.llm.max_reply_tokens),
+     .min = 16, .max = 1000000,
+     .doc = "The most tokens the model may answer with, per request (max_tokens)."},
+    {.section = "agent.llm", .name = "token_budget_per_kernel", .kind = Kind::integer,
+     .field = HONE_FIELD(agent.llm.token_budget_per_kernel),
+     .min = 1000, .max = 4000000000,
+     .doc = "Tokens (prompt and answer, as the endpoint reports them) a kernel may use over all\n"
+            "its turns; no turn starts past it. A kernel whose first prompt and one answer\n"
+            "would not fit is not tried."},
+    {.section = "agent.llm", .name = "wall_budget_s_per_kernel", .kind = Kind::number,
+     .field = HONE_FIELD(agent.llm.wall_budget_s_per_kernel),
+     .number_min = 10, .number_max = 604800,
+     .doc = "Seconds a kernel's turns may take in all, waiting for validation included."},
+    {.section = "agent.llm", .name = "concurrency", .kind = Kind::integer,
+     .field = HONE_FIELD(agent.llm.concurrency),
+     .min = 1, .max = 64,
+     .doc = "Requests in flight at once, over all kernels."},
+    {.section = "agent.llm", .name = "max_reply_bytes", .kind = Kind::integer,
+     .field = HONE_FIELD(agent.llm.max_reply_bytes),
+     .min = 4096, .max = 256u << 20,
+     .doc = "Largest HTTP reply accepted, in bytes; a larger one is refused (and counts a turn)."},
+    {.section = "agent.llm", .name = "temperature", .kind = Kind::number,
+     .field = HONE_FIELD(agent.llm.temperature),
+     .number_min = 0, .number_max = 2,
+     .doc = "Sampling temperature of the requests: low for code that compiles."},
 };
 // clang-format on
 #undef HONE_FIELD
@@ -656,7 +786,8 @@ std::string expectation(const Key& k, Form form, bool element) {
 Error bad_value(const std::string& where, const Key& k, Form form, const std::string& got,
                 const std::string& note = {}, std::string_view element = {}) {
   std::string msg = where + ": " + qualified(k) + std::string(element) + " must be " +
-                    expectation(k, form, !element.empty()) + ", got " + got;
+                    expectation(k, form, !element.empty()) + ", got " +
+                    (k.secret ? "a value not shown here, in case it is the key itself" : got);
   if (!note.empty()) msg += " (" + note + ")";
   return make_error(std::move(msg));
 }
@@ -883,6 +1014,15 @@ Error unknown_entry(const std::string& at, const std::string& prefix, const std:
     msg += "; known keys: " + join(known);
     return make_error(std::move(msg));
   }
+  if (is_namespace(prefix) && !is_table) {
+    std::vector<std::string_view> inside;
+    for (auto s : section_names()) {
+      if (s.substr(0, prefix.size() + 1) == prefix + ".") inside.push_back(s);
+    }
+    msg += ": key '" + name + "' in [" + prefix + "] is not a setting; [" + prefix +
+           "] holds only the sections " + join(inside);
+    return make_error(std::move(msg));
+  }
   if (prefix.empty() && !is_table) {
     msg += ": key '" + name + "' is outside any section";
     for (const auto& k : k_keys) {
@@ -1042,6 +1182,29 @@ Error below_floor(const Origins& origins, std::string_view section, std::string_
                     ", got " + std::to_string(value));
 }
 
+// Where `name` of [agent.llm] was set, for messages: a file position, a variable, or "defaults".
+std::string llm_origin(const Origins& origins, std::string_view name) {
+  auto it = origins.find(find_key("agent.llm", name));
+  return it == origins.end() ? std::string("defaults") : it->second;
+}
+
+// An enabled LLM strategy needs an endpoint and a model; the key comes from one place.
+Result<void> check_llm(const LlmConfig& llm, const Origins& origins) {
+  if (llm.enabled && (llm.model.empty() || llm.base_url.empty())) {
+    return make_error(llm_origin(origins, "enabled") + ": agent.llm.enabled is true but " +
+                      (llm.model.empty()
+                           ? "agent.llm.model is empty: name the model the endpoint serves"
+                           : "agent.llm.base_url is empty: give the endpoint's URL"));
+  }
+  if (!llm.api_key_env.empty() && !llm.api_key_file.empty()) {
+    return make_error(llm_origin(origins, "api_key_file") +
+                      ": agent.llm.api_key_file and agent.llm.api_key_env (set at " +
+                      llm_origin(origins, "api_key_env") +
+                      ") are both set; the key must come from one of them");
+  }
+  return ok();
+}
+
 // Checks that involve several keys, once every layer is applied.
 Result<void> check_whole(const Config& c, const Origins& origins) {
   if (c.server.max_queued_bytes < c.server.max_frame_bytes) {
@@ -1053,7 +1216,7 @@ Result<void> check_whole(const Config& c, const Origins& origins) {
     return below_floor(origins, "capture", "total_mb", c.capture.total_mb, "max_mb",
                        c.capture.max_mb, "so that the largest capture fits");
   }
-  return ok();
+  return check_llm(c.agent.llm, origins);
 }
 
 Result<std::string> read_file(const fs::path& path, bool& missing) {

@@ -82,6 +82,31 @@ struct ValidationConfig {
   bool operator==(const ValidationConfig&) const = default;
 };
 
+// The LLM strategy (agent/llm.hpp): a model behind an OpenAI-compatible chat-completions
+// endpoint. The daemon resolves the key (agent::resolve_api_key) from api_key_env or api_key_file.
+struct LlmConfig {
+  bool enabled = false;
+  std::string base_url = "http://127.0.0.1:8000/v1";
+  std::string model;
+  std::string api_key_env;           // the name of the variable holding the key
+  std::filesystem::path api_key_file; // or a file holding it (0600, owned by honed's user)
+  double connect_timeout_s = 5;
+  double request_timeout_s = 120;
+  uint32_t max_turns = 4;
+  uint32_t max_reply_tokens = 4096;
+  uint32_t token_budget_per_kernel = 60000;
+  double wall_budget_s_per_kernel = 900;
+  uint32_t concurrency = 2;
+  uint32_t max_reply_bytes = 1u << 20;
+  double temperature = 0.2;
+  bool operator==(const LlmConfig&) const = default;
+};
+
+struct AgentConfig {
+  LlmConfig llm;
+  bool operator==(const AgentConfig&) const = default;
+};
+
 struct Config {
   ServerConfig server;
   StoreConfig store;
@@ -91,6 +116,7 @@ struct Config {
   OptimizerConfig optimizer;
   CaptureConfig capture;
   ValidationConfig validation;
+  AgentConfig agent;
   std::filesystem::path source; // the file it was read from, empty for defaults only
   bool operator==(const Config&) const = default;
 };

@@ -73,7 +73,7 @@ const std::string k_server_keys =
     "known keys: socket, socket_mode, socket_group, allowed_uids, allowed_gids, max_connections, "
     "max_frame_bytes, max_queued_bytes, handshake_timeout_ms, report_interval_ms";
 const std::string k_sections =
-    "server, store, worker, log, metrics, optimizer, capture, validation";
+    "server, store, worker, log, metrics, optimizer, capture, validation, agent.llm";
 
 TEST(ConfigDefaults, AreTheDocumentedOnes) {
   Config c;
@@ -112,13 +112,27 @@ TEST(ConfigDefaults, AreTheDocumentedOnes) {
   EXPECT_EQ(c.validation.f64_abs, 1e-14);
   EXPECT_EQ(c.validation.f16_rel, 1e-2);
   EXPECT_EQ(c.validation.f16_abs, 1e-3);
+  EXPECT_FALSE(c.agent.llm.enabled);
+  EXPECT_EQ(c.agent.llm.base_url, "http://127.0.0.1:8000/v1");
+  EXPECT_EQ(c.agent.llm.model, "");
+  EXPECT_EQ(c.agent.llm.api_key_env, "");
+  EXPECT_EQ(c.agent.llm.api_key_file, "");
+  EXPECT_EQ(c.agent.llm.connect_timeout_s, 5.0);
+  EXPECT_EQ(c.agent.llm.request_timeout_s, 120.0);
+  EXPECT_EQ(c.agent.llm.max_turns, 4u);
+  EXPECT_EQ(c.agent.llm.max_reply_tokens, 4096u);
+  EXPECT_EQ(c.agent.llm.token_budget_per_kernel, 60000u);
+  EXPECT_EQ(c.agent.llm.wall_budget_s_per_kernel, 900.0);
+  EXPECT_EQ(c.agent.llm.concurrency, 2u);
+  EXPECT_EQ(c.agent.llm.max_reply_bytes, 1u << 20);
+  EXPECT_EQ(c.agent.llm.temperature, 0.2);
   EXPECT_EQ(std::string(k_default_path), "/etc/hone/hone.toml");
 }
 
 TEST(ConfigDefaults, EmptyFileGivesDefaults) {
   EXPECT_EQ(parsed(""), Config{});
   EXPECT_EQ(parsed("[server]\n[store]\n[worker]\n[log]\n[metrics]\n[optimizer]\n[capture]\n"
-                   "[validation]\n"),
+                   "[validation]\n[agent.llm]\n"),
             Config{});
   auto c = parse("", "some.toml");
   ASSERT_TRUE(c);
@@ -218,10 +232,24 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_VALIDATION_F64_REL",
                         "HONE_VALIDATION_F64_ABS",
                         "HONE_VALIDATION_F16_REL",
-                        "HONE_VALIDATION_F16_ABS"}) {
+                        "HONE_VALIDATION_F16_ABS",
+                        "HONE_AGENT_LLM_ENABLED",
+                        "HONE_AGENT_LLM_BASE_URL",
+                        "HONE_AGENT_LLM_MODEL",
+                        "HONE_AGENT_LLM_API_KEY_ENV",
+                        "HONE_AGENT_LLM_API_KEY_FILE",
+                        "HONE_AGENT_LLM_CONNECT_TIMEOUT_S",
+                        "HONE_AGENT_LLM_REQUEST_TIMEOUT_S",
+                        "HONE_AGENT_LLM_MAX_TURNS",
+                        "HONE_AGENT_LLM_MAX_REPLY_TOKENS",
+                        "HONE_AGENT_LLM_TOKEN_BUDGET_PER_KERNEL",
+                        "HONE_AGENT_LLM_WALL_BUDGET_S_PER_KERNEL",
+                        "HONE_AGENT_LLM_CONCURRENCY",
+                        "HONE_AGENT_LLM_MAX_REPLY_BYTES",
+                        "HONE_AGENT_LLM_TEMPERATURE"}) {
     EXPECT_TRUE(vars.count(v)) << v;
   }
-  EXPECT_EQ(keys.size(), 39u);
+  EXPECT_EQ(keys.size(), 53u);
 }
 
 TEST(ConfigFile, SetsEveryKey) {
@@ -328,6 +356,48 @@ f16_abs = -0.0
   EXPECT_EQ(parsed("optimizer.enabled = true\n").optimizer.enabled, true);
 }
 
+TEST(ConfigFile, SetsTheAgentLlmKeys) {
+  Config c = parsed(R"(
+[agent.llm]
+enabled = true
+base_url = "https://llm.example.com/v1/"
+model = "qwen2.5-coder-32b"
+api_key_file = "/etc/hone/llm.key"
+connect_timeout_s = 0.5
+request_timeout_s = 3600
+max_turns = 100
+max_reply_tokens = 16
+token_budget_per_kernel = 4000000000
+wall_budget_s_per_kernel = 10
+concurrency = 64
+max_reply_bytes = 4096
+temperature = 0
+)");
+  const LlmConfig& llm = c.agent.llm;
+  EXPECT_TRUE(llm.enabled);
+  EXPECT_EQ(llm.base_url, "https://llm.example.com/v1/");
+  EXPECT_EQ(llm.model, "qwen2.5-coder-32b");
+  EXPECT_EQ(llm.api_key_env, "");
+  EXPECT_EQ(llm.api_key_file, "/etc/hone/llm.key");
+  EXPECT_EQ(llm.connect_timeout_s, 0.5);
+  EXPECT_EQ(llm.request_timeout_s, 3600.0);
+  EXPECT_EQ(llm.max_turns, 100u);
+  EXPECT_EQ(llm.max_reply_tokens, 16u);
+  EXPECT_EQ(llm.token_budget_per_kernel, 4000000000u);
+  EXPECT_EQ(llm.wall_budget_s_per_kernel, 10.0);
+  EXPECT_EQ(llm.concurrency, 64u);
+  EXPECT_EQ(llm.max_reply_bytes, 4096u);
+  EXPECT_EQ(llm.temperature, 0.0);
+  // The other spellings of a nested table, and a key from the environment.
+  EXPECT_EQ(parsed("agent.llm.model = \"m\"\n").agent.llm.model, "m");
+  EXPECT_EQ(parsed("[agent]\nllm = { max_turns = 2 }\n").agent.llm.max_turns, 2u);
+  EXPECT_EQ(parsed("[agent]\n").agent, AgentConfig{});
+  EXPECT_EQ(parsed("[agent.llm]\napi_key_env = \"OPENAI_API_KEY\"\n").agent.llm.api_key_env,
+            "OPENAI_API_KEY");
+  EXPECT_EQ(parsed("[agent.llm]\nbase_url = \"http://[::1]:8000/v1\"\n").agent.llm.base_url,
+            "http://[::1]:8000/v1");
+}
+
 TEST(ConfigFile, AcceptsOtherTomlSpellings) {
   // Dotted keys, inline tables and TOML's own octal integers mean the same thing.
   EXPECT_EQ(parsed("server.socket = \"/a.sock\"\n").server.socket, "/a.sock");
@@ -350,8 +420,13 @@ TEST(ConfigErrors, UnknownSection) {
   EXPECT_EQ(parse_error("\n[sever]\nsocket = \"/a\"\n"),
             "hone.toml:2:2: unknown section [sever] (did you mean [server]?); known sections: " +
                 k_sections);
-  EXPECT_EQ(parse_error("[agent]\n"),
-            "hone.toml:1:2: unknown section [agent]; known sections: " + k_sections);
+  EXPECT_EQ(parse_error("[agent.lm]\n"),
+            "hone.toml:1:8: unknown section [agent.lm] (did you mean [agent.llm]?); known "
+            "sections: " +
+                k_sections);
+  EXPECT_EQ(parse_error("[agent]\nmodel = \"m\"\n"),
+            "hone.toml:2:1: key 'model' in [agent] is not a setting; [agent] holds only the "
+            "sections agent.llm");
   EXPECT_EQ(parse_error("[validaton]\n"),
             "hone.toml:1:2: unknown section [validaton] (did you mean [validation]?); known "
             "sections: " +
@@ -628,6 +703,67 @@ TEST(ConfigErrors, DriverAndGroup) {
             "\"gpu users\"");
 }
 
+TEST(ConfigErrors, AgentLlm) {
+  EXPECT_EQ(parse_error("[agent.llm]\nenabled = true\n"),
+            "hone.toml:2:11: agent.llm.enabled is true but agent.llm.model is empty: name the "
+            "model the endpoint serves");
+  EXPECT_EQ(parse_error("[agent.llm]\nenabled = true\nmodel = \"m\"\nbase_url = \"\"\n"),
+            "hone.toml:2:11: agent.llm.enabled is true but agent.llm.base_url is empty: give the "
+            "endpoint's URL");
+  // Disabled, the endpoint may stay unnamed.
+  EXPECT_EQ(parsed("[agent.llm]\nbase_url = \"\"\n").agent.llm.base_url, "");
+  EXPECT_EQ(parse_error("[agent.llm]\napi_key_env = \"KEY\"\napi_key_file = \"/k\"\n"),
+            "hone.toml:3:16: agent.llm.api_key_file and agent.llm.api_key_env (set at "
+            "hone.toml:2:15) are both set; the key must come from one of them");
+
+  const std::string url = "agent.llm.base_url must be empty or an http:// or https:// URL such "
+                          "as \"http://127.0.0.1:8000/v1\", got ";
+  auto url_error = [](const std::string& v) {
+    return parse_error("[agent.llm]\nbase_url = \"" + v + "\"\n");
+  };
+  EXPECT_EQ(url_error("ftp://h/v1"),
+            "hone.toml:2:12: " + url + "\"ftp://h/v1\" (not an http:// or https:// URL)");
+  EXPECT_EQ(url_error("127.0.0.1:8000"),
+            "hone.toml:2:12: " + url + "\"127.0.0.1:8000\" (not an http:// or https:// URL)");
+  EXPECT_EQ(url_error("https:///v1"), "hone.toml:2:12: " + url + "\"https:///v1\" (no host)");
+  EXPECT_EQ(url_error("https://h/v1?x=1"),
+            "hone.toml:2:12: " + url +
+                "\"https://h/v1?x=1\" (no query or fragment: requests go to "
+                "<base_url>/chat/completions)");
+  EXPECT_EQ(url_error("https://h /v1"),
+            "hone.toml:2:12: " + url +
+                "\"https://h /v1\" (it contains spaces or control characters)");
+  EXPECT_EQ(url_error("https://user:pw@h/v1"),
+            "hone.toml:2:12: " + url +
+                "\"https://user:pw@h/v1\" (credentials in the URL would show in logs: use "
+                "api_key_env or api_key_file)");
+
+  // A wrong key name may be the key itself: it is not shown.
+  EXPECT_EQ(parse_error("[agent.llm]\napi_key_env = \"sk-abc123-secret\"\n"),
+            "hone.toml:2:15: agent.llm.api_key_env must be empty or the name of an environment "
+            "variable, such as \"OPENAI_API_KEY\", got a value not shown here, in case it is the "
+            "key itself");
+  EXPECT_EQ(parse_error("[agent.llm]\napi_key_file = \"sk-abc123-secret\"\n"),
+            "hone.toml:2:16: agent.llm.api_key_file must be empty or an absolute path, got a value "
+            "not shown here, in case it is the key itself");
+  EXPECT_EQ(parse_error("[agent.llm]\nmodel = \"a\\nb\"\n"),
+            "hone.toml:2:9: agent.llm.model must be a model name of at most 256 printable "
+            "characters, got \"a\\x0ab\"");
+  EXPECT_EQ(parse_error("[agent.llm]\nmax_turns = 0\n"),
+            "hone.toml:2:13: agent.llm.max_turns must be an integer between 1 and 100, got 0");
+  EXPECT_EQ(parse_error("[agent.llm]\ntemperature = 2.5\n"),
+            "hone.toml:2:15: agent.llm.temperature must be a number between 0 and 2, got 2.5");
+  EXPECT_EQ(parse_error("[agent.llm]\ntoken_budget_per_kernel = 5000000000\n"),
+            "hone.toml:2:27: agent.llm.token_budget_per_kernel must be an integer between 1000 "
+            "and 4000000000, got 5000000000");
+  EXPECT_EQ(parse_error("[agent.llm]\nmax_reply_bytes = 1024\n"),
+            "hone.toml:2:19: agent.llm.max_reply_bytes must be an integer between 4096 and "
+            "268435456, got 1024");
+  EXPECT_EQ(parse_error("[agent.llm]\nrequest_timeout_s = 0.5\n"),
+            "hone.toml:2:21: agent.llm.request_timeout_s must be a number between 1 and 3600, "
+            "got 0.5");
+}
+
 TEST(ConfigErrors, TomlSyntaxWithPosition) {
   std::string e = parse_error("[server]\nsocket = = 1\n");
   EXPECT_EQ(e.rfind("hone.toml:2:10: not valid TOML: ", 0), 0u) << e;
@@ -764,6 +900,62 @@ TEST(ConfigEnvironment, EveryKeyHasAVariable) {
   EXPECT_EQ(c->worker.driver, "/opt/emu/libcuda.so.1");
   EXPECT_EQ(c->log.level, "trace");
   EXPECT_EQ(c->metrics.listen, "[::1]:9464");
+}
+
+TEST(ConfigEnvironment, AgentLlm) {
+  auto c = load_env({{"HONE_AGENT_LLM_ENABLED", "on"},
+                     {"HONE_AGENT_LLM_BASE_URL", "https://llm.example.com/v1"},
+                     {"HONE_AGENT_LLM_MODEL", "gpt-x"},
+                     {"HONE_AGENT_LLM_API_KEY_ENV", "OPENAI_API_KEY"},
+                     {"HONE_AGENT_LLM_CONNECT_TIMEOUT_S", "2.5"},
+                     {"HONE_AGENT_LLM_REQUEST_TIMEOUT_S", "60"},
+                     {"HONE_AGENT_LLM_MAX_TURNS", "8"},
+                     {"HONE_AGENT_LLM_MAX_REPLY_TOKENS", "8192"},
+                     {"HONE_AGENT_LLM_TOKEN_BUDGET_PER_KERNEL", "100000"},
+                     {"HONE_AGENT_LLM_WALL_BUDGET_S_PER_KERNEL", "1800"},
+                     {"HONE_AGENT_LLM_CONCURRENCY", "4"},
+                     {"HONE_AGENT_LLM_MAX_REPLY_BYTES", "2097152"},
+                     {"HONE_AGENT_LLM_TEMPERATURE", "0.7"}});
+  ASSERT_TRUE(c) << c.error().message;
+  const LlmConfig& llm = c->agent.llm;
+  EXPECT_TRUE(llm.enabled);
+  EXPECT_EQ(llm.base_url, "https://llm.example.com/v1");
+  EXPECT_EQ(llm.model, "gpt-x");
+  EXPECT_EQ(llm.api_key_env, "OPENAI_API_KEY");
+  EXPECT_EQ(llm.connect_timeout_s, 2.5);
+  EXPECT_EQ(llm.request_timeout_s, 60.0);
+  EXPECT_EQ(llm.max_turns, 8u);
+  EXPECT_EQ(llm.max_reply_tokens, 8192u);
+  EXPECT_EQ(llm.token_budget_per_kernel, 100000u);
+  EXPECT_EQ(llm.wall_budget_s_per_kernel, 1800.0);
+  EXPECT_EQ(llm.concurrency, 4u);
+  EXPECT_EQ(llm.max_reply_bytes, 2097152u);
+  EXPECT_EQ(llm.temperature, 0.7);
+  c = load_env({{"HONE_AGENT_LLM_API_KEY_FILE", "/run/credentials/hone/llm"}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->agent.llm.api_key_file, "/run/credentials/hone/llm");
+
+  EXPECT_EQ(env_error({{"HONE_AGENT_LLM_ENABLED", "1"}}),
+            "environment variable HONE_AGENT_LLM_ENABLED: agent.llm.enabled is true but "
+            "agent.llm.model is empty: name the model the endpoint serves");
+  // The environment repairs the file: the check runs once, on the result.
+  TempDir dir;
+  auto p = dir.write("hone.toml", "[agent.llm]\nenabled = true\n");
+  c = load(p, false, {{"HONE_AGENT_LLM_MODEL", "m"}}, {});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->agent.llm.model, "m");
+  // A key given where its name belongs is not echoed; nor is one in a variable hone reads not.
+  EXPECT_EQ(env_error({{"HONE_AGENT_LLM_API_KEY_ENV", "sk-abc 123"}}),
+            "environment variable HONE_AGENT_LLM_API_KEY_ENV: agent.llm.api_key_env must be empty "
+            "or the name of an environment variable, such as \"OPENAI_API_KEY\", got a value not "
+            "shown here, in case it is the key itself");
+  std::string e = env_error({{"HONE_AGENT_LLM_API_KEY", "sk-abc123-secret"}});
+  EXPECT_EQ(e.rfind("environment variable HONE_AGENT_LLM_API_KEY is not a hone setting (did you "
+                    "mean HONE_AGENT_LLM_API_KEY_ENV?); the [agent.llm] variables are ",
+                    0),
+            0u)
+      << e;
+  EXPECT_EQ(e.find("sk-abc123-secret"), std::string::npos) << e;
 }
 
 TEST(ConfigEnvironment, ShortAliases) {

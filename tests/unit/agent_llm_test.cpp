@@ -1,0 +1,828 @@
+// agent/llm*: the LLM strategy against a scripted OpenAI-compatible endpoint on loopback
+// (support/llm_server.*): what it asks, what it makes of the answers, how verdicts are fed back,
+// how it ends (turns, budgets, errors, cancellation) and that the API key never leaks.
+#include "agent/llm.hpp"
+#include "cuda/nvrtc.hpp"
+#include "llm_server.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace {
+
+using namespace hone;
+using namespace hone::agent;
+using hone::test::LlmResponse;
+using hone::test::LlmServer;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+constexpr const char* k_key = "sk-hone-test-4f9c1e7a2b";
+
+// y = a * x + y, as NVRTC would emit it: x (param 0) is read, y (param 1) read and written.
+constexpr const char* k_ptx = R"(.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry saxpy(
+	.param .u64 saxpy_param_0,
+	.param .u64 saxpy_param_1,
+	.param .f32 saxpy_param_2,
+	.param .u32 saxpy_param_3
+)
+{
+	.reg .pred %p<2>;
+	.reg .f32 %f<5>;
+	.reg .b32 %r<6>;
+	.reg .b64 %rd<8>;
+
+	ld.param.u64 %rd1, [saxpy_param_0];
+	ld.param.u64 %rd2, [saxpy_param_1];
+	ld.param.f32 %f1, [saxpy_param_2];
+	ld.param.u32 %r2, [saxpy_param_3];
+	mov.u32 %r3, %ctaid.x;
+	mov.u32 %r4, %ntid.x;
+	mov.u32 %r5, %tid.x;
+	mad.lo.s32 %r1, %r3, %r4, %r5;
+	setp.ge.u32 %p1, %r1, %r2;
+	@%p1 bra $L__BB0_2;
+	cvta.to.global.u64 %rd3, %rd1;
+	mul.wide.u32 %rd4, %r1, 4;
+	add.s64 %rd5, %rd3, %rd4;
+	ld.global.f32 %f2, [%rd5];
+	cvta.to.global.u64 %rd6, %rd2;
+	add.s64 %rd7, %rd6, %rd4;
+	ld.global.f32 %f3, [%rd7];
+	fma.rn.f32 %f4, %f2, %f1, %f3;
+	st.global.f32 [%rd7], %f4;
+$L__BB0_2:
+	ret;
+}
+
+.visible .entry unrelated_kernel()
+{
+	ret;
+}
+)";
+
+constexpr const char* k_source = R"(#include "saxpy_params.h"
+extern "C" __global__ void saxpy(const float* x, float* y, float a, unsigned n) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+)";
+constexpr const char* k_header = "#pragma once\n#define SAXPY_UNROLL 4\n";
+
+template <class T> std::string bytes_of(T v) {
+  return std::string(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+Capture capture() {
+  Capture c;
+  c.status = CaptureStatus::ok;
+  c.grid = {4096, 1, 1};
+  c.block = {256, 1, 1};
+  c.shared_bytes = 0;
+  c.params = {{0, 8}, {8, 8}, {16, 4}, {20, 4}};
+  c.param_bytes = bytes_of(uint64_t(0x7f0000001000)) + bytes_of(uint64_t(0x7f0000800000)) +
+                  bytes_of(2.5f) + bytes_of(uint32_t(1048576));
+  CaptureBuffer x{.param = 0, .pointer = 0x7f0000001000, .base = 0x7f0000001000, .size = 4194304};
+  CaptureBuffer y{.param = 1, .pointer = 0x7f0000800000, .base = 0x7f0000800000, .size = 4194304};
+  c.buffers = {x, y};
+  c.arch = "sm_90";
+  return c;
+}
+
+KernelTask ptx_task() {
+  KernelTask t;
+  t.key.entry = "saxpy";
+  t.format = proto::ImageFormat::ptx;
+  t.image = std::string(k_ptx) + '\0';
+  t.captures = {capture(), capture()};
+  t.arch = "sm_90";
+  t.device = "NVIDIA Test GPU";
+  return t;
+}
+
+KernelTask source_task() {
+  KernelTask t = ptx_task();
+  proto::SourceInfo src;
+  src.name = "saxpy.cu";
+  src.source = k_source;
+  src.headers = {{"saxpy_params.h", k_header}};
+  src.options = {"--gpu-architecture=compute_90",
+                 "-std=c++17",
+                 "-DSCALE=2",
+                 "--use_fast_math",
+                 "-I/opt/include",
+                 "-lineinfo"};
+  t.source = src;
+  return t;
+}
+
+LlmSettings settings(const LlmServer& server) {
+  LlmSettings s;
+  s.enabled = true;
+  s.base_url = server.base_url();
+  s.model = "test-model";
+  s.api_key = k_key;
+  s.connect_timeout_s = 2;
+  s.request_timeout_s = 10;
+  s.max_turns = 4;
+  s.wall_budget_s_per_kernel = 60;
+  return s;
+}
+
+std::string kernel_reply(const std::string& marker = "first try") {
+  return "Here is a faster version.\n\n```cuda\n#include \"saxpy_params.h\"\n// " + marker +
+         "\nextern \"C\" __global__ void hone_candidate(const float* x, float* y, float a, "
+         "unsigned n) {\n  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) "
+         "y[i] = fmaf(a, x[i], y[i]);\n}\n```\n\nIt fuses the multiply-add.";
+}
+
+// Wait for `done` with a generous deadline (these tests check that things end, not how fast).
+bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 30s) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+// The next candidates the session hands over; empty when it finished without one.
+std::vector<Candidate> next_candidates(Session& session) {
+  std::vector<Candidate> out;
+  eventually([&] {
+    out = session.poll();
+    return !out.empty() || session.done();
+  });
+  return out;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+json body(const hone::test::LlmRequest& r) {
+  return json::parse(r.body);
+}
+
+std::string message(const hone::test::LlmRequest& r, size_t index) {
+  return body(r)["messages"][index]["content"].get<std::string>();
+}
+
+std::string last_message(const hone::test::LlmRequest& r) {
+  return body(r)["messages"].back()["content"].get<std::string>();
+}
+
+Verdict verdict(VerdictKind kind, std::string text = {}) {
+  Verdict v;
+  v.kind = kind;
+  v.message = std::move(text);
+  if (kind == VerdictKind::verified || kind == VerdictKind::not_faster) {
+    v.original_ns = 3000;
+    v.candidate_ns = kind == VerdictKind::verified ? 2000 : 2950;
+    v.speedup = v.original_ns / v.candidate_ns;
+  }
+  return v;
+}
+
+TEST(LlmStrategy, DescribesItself) {
+  LlmSettings s;
+  s.max_turns = 6;
+  auto strategy = make_llm_strategy(s);
+  EXPECT_EQ(strategy->id(), "llm");
+  EXPECT_TRUE(strategy->needs_captures());
+  EXPECT_GT(strategy->expected_speedup(), 1.0);
+  EXPECT_EQ(strategy->cost_gpu_seconds(), 6.0);
+}
+
+TEST(LlmStrategy, NeedsSourceOrPtx) {
+  LlmServer server;
+  auto strategy = make_llm_strategy(settings(server));
+  KernelTask cubin = ptx_task();
+  cubin.format = proto::ImageFormat::cubin;
+  cubin.image = "\177ELF";
+  EXPECT_EQ(strategy->start(cubin), nullptr);
+  KernelTask missing = ptx_task();
+  missing.key.entry = "not_in_the_module";
+  EXPECT_EQ(strategy->start(missing), nullptr);
+  // The source alone is enough (a cubin built by NVRTC from a captured source).
+  cubin.source = source_task().source;
+  server.push(LlmResponse::chat(kernel_reply()));
+  auto session = strategy->start(cubin);
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(next_candidates(*session).size(), 1u);
+  EXPECT_TRUE(server.wait_for_requests(1, 1s));
+  EXPECT_TRUE(contains(message(server.requests()[0], 1), "param 2 = bytes 00 00 20 40"));
+}
+
+TEST(LlmStrategy, PromptTooLargeForTheBudgetIsNotTried) {
+  LlmServer server;
+  LlmSettings s = settings(server);
+  s.token_budget_per_kernel = 1000;
+  EXPECT_EQ(make_llm_strategy(s)->start(ptx_task()), nullptr);
+  EXPECT_TRUE(server.requests().empty());
+}
+
+TEST(LlmStrategy, GoodReplyBecomesACandidate) {
+  LlmServer server;
+  server.push(LlmResponse::chat(kernel_reply()));
+  auto session = make_llm_strategy(settings(server))->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto candidates = next_candidates(*session);
+  ASSERT_EQ(candidates.size(), 1u) << session->state();
+  const Candidate& c = candidates[0];
+  EXPECT_EQ(c.strategy, "llm");
+  EXPECT_EQ(c.kind, CandidateKind::cuda);
+  EXPECT_EQ(c.entry, "hone_candidate");
+  EXPECT_EQ(c.comparison, Comparison::tolerance);
+  EXPECT_EQ(c.tag, 1u);
+  EXPECT_EQ(c.description, "LLM turn 1 (test-model)");
+  // The fenced block only, with the original's header inlined in place of its #include.
+  EXPECT_TRUE(contains(c.code, "extern \"C\" __global__ void hone_candidate("));
+  EXPECT_TRUE(contains(c.code, "#define SAXPY_UNROLL 4"));
+  EXPECT_FALSE(contains(c.code, "#include \"saxpy_params.h\""));
+  EXPECT_FALSE(contains(c.code, "Here is"));
+  EXPECT_FALSE(contains(c.code, "```"));
+  // The options that keep their meaning: no architecture, include path, debug or fast math.
+  EXPECT_EQ(c.nvrtc_options, (std::vector<std::string>{"-std=c++17", "-DSCALE=2"}));
+  // Every capture used block 256: the candidate serves only such launches.
+  EXPECT_EQ(c.guard.block, (std::array<uint32_t, 3>{256, 1, 1}));
+  EXPECT_TRUE(eventually([&] { return contains(session->state(), "waiting for the verdict"); }))
+      << session->state();
+  EXPECT_EQ(session->state(), "turn 1 of 4: waiting for the verdict");
+  EXPECT_FALSE(session->done());
+
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  const auto& r = requests[0];
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.path, "/v1/chat/completions");
+  EXPECT_EQ(r.headers.at("authorization"), std::string("Bearer ") + k_key);
+  EXPECT_EQ(r.headers.at("content-type"), "application/json");
+  json b = body(r);
+  EXPECT_EQ(b["model"], "test-model");
+  EXPECT_EQ(b["max_tokens"], 4096);
+  EXPECT_DOUBLE_EQ(b["temperature"].get<double>(), 0.2);
+  ASSERT_EQ(b["messages"].size(), 2u);
+  EXPECT_EQ(b["messages"][0]["role"], "system");
+  EXPECT_EQ(b["messages"][1]["role"], "user");
+  std::string system = message(r, 0);
+  EXPECT_TRUE(contains(system, "hone_candidate")) << system;
+  EXPECT_TRUE(contains(system, "tolerance")) << system;
+  std::string user = message(r, 1);
+  for (const char* part :
+       {"extern \"C\" __global__ void saxpy(", // the source
+        "### Header `saxpy_params.h`", "#define SAXPY_UNROLL 4", "-std=c++17",
+        "0. `saxpy_param_0`: .u64, 8 bytes, pointer to f32 data, read",
+        "1. `saxpy_param_1`: .u64, 8 bytes, pointer to f32 data, read, written",
+        "2. `saxpy_param_2`: .f32, 4 bytes, scalar", "3. `saxpy_param_3`: .u32, 4 bytes, scalar",
+        "grid (4096, 1, 1), block (256, 1, 1), dynamic shared memory 0 bytes", "param 2 = 2.5",
+        "param 3 = 1048576", "(2 launches)",
+        "param 1 points into an allocation of 4194304 bytes at offset 0", "NVIDIA Test GPU (sm_90)",
+        "block (256, 1, 1): your kernel will only serve"}) {
+    EXPECT_TRUE(contains(user, part)) << part << "\n---\n" << user;
+  }
+  // With the source known, the PTX is not sent.
+  EXPECT_FALSE(contains(user, "ld.global.f32")) << user;
+}
+
+// What the worker does with a candidate: NVRTC on the code alone (no headers beside it), with the
+// candidate's options after the architecture.
+TEST(LlmStrategy, CandidateCompilesOnItsOwn) {
+  LlmServer server;
+  server.push(LlmResponse::chat(
+      "```cuda\n#include \"saxpy_params.h\"\n#include \"saxpy_params.h\"\n"
+      "extern \"C\" __global__ void hone_candidate(const float* x, float* y, float a, unsigned n) "
+      "{\n  unsigned i = (blockIdx.x * blockDim.x + threadIdx.x) * SAXPY_UNROLL;\n"
+      "#pragma unroll\n  for (unsigned k = 0; k < SAXPY_UNROLL; ++k)\n"
+      "    if (i + k < n) y[i + k] = fmaf(a * SCALE / 2, x[i + k], y[i + k]);\n}\n```\n"));
+  auto session = make_llm_strategy(settings(server))->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto candidates = next_candidates(*session);
+  ASSERT_EQ(candidates.size(), 1u) << session->state();
+  const Candidate& c = candidates[0];
+  std::vector<std::string> options{"--gpu-architecture=compute_90"};
+  options.insert(options.end(), c.nvrtc_options.begin(), c.nvrtc_options.end());
+  auto compiled = cuda::nvrtc_compile(c.code, "candidate.cu", options);
+  ASSERT_TRUE(compiled) << compiled.error().message << "\n" << c.code;
+  EXPECT_TRUE(contains(compiled->ptx, ".entry hone_candidate(")) << compiled->ptx;
+}
+
+TEST(LlmStrategy, WithoutSourceThePtxIsSent) {
+  LlmServer server;
+  server.push(LlmResponse::chat(kernel_reply()));
+  auto session = make_llm_strategy(settings(server))->start(ptx_task());
+  ASSERT_NE(session, nullptr);
+  auto candidates = next_candidates(*session);
+  ASSERT_EQ(candidates.size(), 1u) << session->state();
+  EXPECT_TRUE(candidates[0].nvrtc_options.empty());
+  std::string user = message(server.requests().at(0), 1);
+  EXPECT_TRUE(contains(user, ".entry saxpy")) << user;
+  EXPECT_TRUE(contains(user, "fma.rn.f32")) << user;
+  EXPECT_FALSE(contains(user, "unrelated_kernel")) << user; // only the entry's own code
+  EXPECT_TRUE(contains(user, "3. `saxpy_param_3`: .u32")) << user;
+}
+
+TEST(LlmStrategy, MismatchIsFedBackAndTheNextAnswerIsTurnTwo) {
+  LlmServer server;
+  server.push(LlmResponse::chat(kernel_reply("first try")));
+  server.push(LlmResponse::chat(kernel_reply("second try")));
+  auto session = make_llm_strategy(settings(server))->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto first = next_candidates(*session);
+  ASSERT_EQ(first.size(), 1u) << session->state();
+  session->on_verdict(first[0], verdict(VerdictKind::mismatch,
+                                        "buffer 1 (param 1): element 17: got 3.5, want 3.25"));
+  auto second = next_candidates(*session);
+  ASSERT_EQ(second.size(), 1u) << session->state();
+  EXPECT_EQ(second[0].tag, 2u);
+  EXPECT_EQ(second[0].description, "LLM turn 2 (test-model)");
+  EXPECT_TRUE(contains(second[0].code, "second try"));
+
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  json messages = body(requests[1])["messages"];
+  ASSERT_EQ(messages.size(), 4u);
+  EXPECT_EQ(messages[2]["role"], "assistant");
+  EXPECT_TRUE(contains(messages[2]["content"].get<std::string>(), "first try"));
+  EXPECT_EQ(messages[3]["role"], "user");
+  std::string feedback = messages[3]["content"];
+  EXPECT_TRUE(contains(feedback, "differ from the original")) << feedback;
+  EXPECT_TRUE(contains(feedback, "buffer 1 (param 1): element 17: got 3.5, want 3.25")) << feedback;
+}
+
+TEST(LlmStrategy, VerifiedIsFedBackWithItsTimings) {
+  LlmServer server;
+  server.push(LlmResponse::chat(kernel_reply()));
+  server.push(LlmResponse::chat(kernel_reply("faster still")));
+  auto session = make_llm_strategy(settings(server))->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto first = next_candidates(*session);
+  ASSERT_EQ(first.size(), 1u);
+  session->on_verdict(first[0], verdict(VerdictKind::verified));
+  ASSERT_EQ(next_candidates(*session).size(), 1u);
+  std::string feedback = last_message(server.requests().at(1));
+  EXPECT_TRUE(contains(feedback, "verified")) << feedback;
+  EXPECT_TRUE(contains(feedback, "2000 ns against the original's 3000 ns (1.50x)")) << feedback;
+  EXPECT_TRUE(contains(feedback, "faster still")) << feedback;
+  EXPECT_TRUE(eventually([&] { return contains(session->state(), "waiting for the verdict"); }));
+  EXPECT_EQ(session->state(), "turn 2 of 4: waiting for the verdict; best 1.50x (turn 1)");
+}
+
+TEST(LlmStrategy, NotFasterAndCompileErrorsAreFedBack) {
+  LlmServer server;
+  for (int i = 0; i < 3; ++i) server.push(LlmResponse::chat(kernel_reply()));
+  auto session = make_llm_strategy(settings(server))->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto c = next_candidates(*session);
+  ASSERT_EQ(c.size(), 1u);
+  session->on_verdict(c[0], verdict(VerdictKind::not_faster, "1.02x is within the noise"));
+  c = next_candidates(*session);
+  ASSERT_EQ(c.size(), 1u);
+  session->on_verdict(c[0], verdict(VerdictKind::compile_error,
+                                    "candidate.cu(3): error: identifier \"fmaff\" is undefined"));
+  ASSERT_EQ(next_candidates(*session).size(), 1u);
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  std::string slow = last_message(requests[1]);
+  EXPECT_TRUE(contains(slow, "not faster")) << slow;
+  EXPECT_TRUE(contains(slow, "2950 ns against the original's 3000 ns")) << slow;
+  EXPECT_TRUE(contains(slow, "1.02x is within the noise")) << slow;
+  std::string compile = last_message(requests[2]);
+  EXPECT_TRUE(contains(compile, "did not compile")) << compile;
+  EXPECT_TRUE(contains(compile, "identifier \"fmaff\" is undefined")) << compile;
+}
+
+TEST(LlmStrategy, MalformedRepliesAreFedBackAndCountAsTurns) {
+  LlmServer server;
+  server.push(LlmResponse::chat("I would unroll the loop."));
+  server.push(LlmResponse::chat(kernel_reply() + "\n```cuda\n// another\n```\n"));
+  server.push(LlmResponse::chat("```cuda\n__global__ void faster(float* x) {}\n```\n"));
+  LlmResponse not_json;
+  not_json.body = "<html>gateway</html>";
+  server.push(not_json);
+  LlmResponse no_choices;
+  no_choices.body = R"({"object": "chat.completion", "choices": []})";
+  server.push(no_choices);
+  server.push(LlmResponse::chat(kernel_reply("at last")));
+  LlmSettings s = settings(server);
+  s.max_turns = 6;
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto candidates = next_candidates(*session);
+  ASSERT_EQ(candidates.size(), 1u) << session->state();
+  EXPECT_EQ(candidates[0].tag, 6u); // five turns went to the malformed replies
+  EXPECT_TRUE(contains(candidates[0].code, "at last"));
+  EXPECT_TRUE(eventually([&] { return session->done(); }));
+  EXPECT_EQ(session->state(), "done: 6 of 6 turns used");
+  EXPECT_TRUE(session->poll().empty());
+
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 6u);
+  const char* expected[] = {"no fenced code block", "2 fenced code blocks",
+                            "lacks extern \"C\", a kernel named hone_candidate",
+                            "the reply is not JSON: <html>gateway</html>",
+                            "no choices[0].message.content"};
+  for (size_t i = 0; i < 5; ++i) {
+    std::string feedback = last_message(requests[i + 1]);
+    EXPECT_TRUE(contains(feedback, expected[i])) << i << ": " << feedback;
+    // The roles keep alternating, as some chat templates require.
+    json messages = body(requests[i + 1])["messages"];
+    for (size_t m = 1; m < messages.size(); ++m) {
+      EXPECT_EQ(messages[m]["role"], m % 2 ? "user" : "assistant") << i << ", " << m;
+    }
+  }
+}
+
+TEST(LlmStrategy, OneServerErrorIsRetried) {
+  LlmServer server;
+  LlmResponse error;
+  error.status = 500;
+  error.body = R"({"error": "overloaded"})";
+  server.push(error);
+  server.push(LlmResponse::chat(kernel_reply()));
+  auto session = make_llm_strategy(settings(server))->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto candidates = next_candidates(*session);
+  ASSERT_EQ(candidates.size(), 1u) << session->state();
+  EXPECT_EQ(candidates[0].tag, 2u);
+  // The retry is the same conversation.
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].body, requests[1].body);
+}
+
+TEST(LlmStrategy, TwoServerErrorsInARowEndTheSession) {
+  LlmServer server;
+  LlmResponse error;
+  error.status = 500;
+  error.body = "upstream\nfailed";
+  server.push(error);
+  server.push(error);
+  auto session = make_llm_strategy(settings(server))->start(source_task());
+  ASSERT_NE(session, nullptr);
+  EXPECT_TRUE(next_candidates(*session).empty());
+  ASSERT_TRUE(session->done());
+  std::string state = session->state();
+  EXPECT_EQ(state.rfind("done: gave up: HTTP 500 from http://127.0.0.1:", 0), 0u) << state;
+  EXPECT_TRUE(contains(state, "/v1/chat/completions: upstream failed")) << state;
+  EXPECT_EQ(server.requests().size(), 2u);
+}
+
+TEST(LlmStrategy, UnauthorizedEndsTheSessionAtOnce) {
+  LlmServer server;
+  LlmResponse denied;
+  denied.status = 401;
+  denied.body = R"({"error": {"message": "invalid api key"}})";
+  server.push(denied);
+  auto session = make_llm_strategy(settings(server))->start(source_task());
+  ASSERT_NE(session, nullptr);
+  EXPECT_TRUE(next_candidates(*session).empty());
+  std::string state = session->state();
+  EXPECT_EQ(state.rfind("done: gave up: HTTP 401", 0), 0u) << state;
+  EXPECT_TRUE(contains(state, "invalid api key")) << state;
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+TEST(LlmStrategy, NoKeyNoAuthorizationHeader) {
+  LlmServer server;
+  server.push(LlmResponse::chat(kernel_reply()));
+  LlmSettings s = settings(server);
+  s.api_key.clear();
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+  ASSERT_EQ(next_candidates(*session).size(), 1u);
+  EXPECT_EQ(server.requests().at(0).headers.count("authorization"), 0u);
+}
+
+TEST(LlmStrategy, SlowServerTimesOutAndTheSessionEnds) {
+  LlmServer server;
+  LlmResponse slow = LlmResponse::chat(kernel_reply());
+  slow.delay_ms = 5000;
+  server.push(slow);
+  server.push(slow);
+  LlmSettings s = settings(server);
+  s.request_timeout_s = 0.3;
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+  EXPECT_TRUE(next_candidates(*session).empty());
+  ASSERT_TRUE(session->done());
+  std::string state = session->state();
+  EXPECT_EQ(state.rfind("done: gave up: no reply from", 0), 0u) << state;
+  EXPECT_TRUE(contains(state, "within 0.3 s")) << state;
+}
+
+TEST(LlmStrategy, DroppedConnectionsEndTheSession) {
+  LlmServer server;
+  LlmResponse drop;
+  drop.close_without_reply = true;
+  server.push(drop);
+  server.push(drop);
+  auto session = make_llm_strategy(settings(server))->start(source_task());
+  ASSERT_NE(session, nullptr);
+  EXPECT_TRUE(next_candidates(*session).empty());
+  std::string state = session->state();
+  EXPECT_EQ(state.rfind("done: gave up: request to http://127.0.0.1:", 0), 0u) << state;
+}
+
+TEST(LlmStrategy, DestroyingASessionDoesNotWaitForAHungServer) {
+  LlmServer server;
+  LlmResponse hang;
+  hang.hang = true;
+  server.push(hang);
+  LlmSettings s = settings(server);
+  s.request_timeout_s = 600;
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(server.wait_for_requests(1, 30s));
+  EXPECT_EQ(session->state(), "turn 1 of 4: waiting for the model");
+  EXPECT_TRUE(session->poll().empty());
+  EXPECT_FALSE(session->done());
+  auto before = std::chrono::steady_clock::now();
+  session.reset();
+  // Far less than the request timeout: the transfer notices the cancellation itself.
+  EXPECT_LT(std::chrono::steady_clock::now() - before, 60s);
+}
+
+TEST(LlmStrategy, DestroyingASessionWaitingForAVerdictIsPrompt) {
+  LlmServer server;
+  server.push(LlmResponse::chat(kernel_reply()));
+  LlmSettings s = settings(server);
+  s.wall_budget_s_per_kernel = 3600;
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+  ASSERT_EQ(next_candidates(*session).size(), 1u);
+  auto before = std::chrono::steady_clock::now();
+  session.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, 60s);
+}
+
+TEST(LlmStrategy, OversizedReplyIsRefused) {
+  LlmServer server;
+  LlmResponse huge;
+  huge.oversize_bytes = 1 << 20;
+  server.push(huge);
+  LlmResponse declared = LlmResponse::chat(std::string(8192, 'x'));
+  server.push(declared); // its Content-Length already says too much
+  server.push(LlmResponse::chat(kernel_reply()));
+  LlmSettings s = settings(server);
+  s.max_reply_bytes = 4096;
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto candidates = next_candidates(*session);
+  ASSERT_EQ(candidates.size(), 1u) << session->state();
+  EXPECT_EQ(candidates[0].tag, 3u);
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_TRUE(contains(last_message(requests[1]), "reply larger than 4096 bytes"))
+      << last_message(requests[1]);
+  EXPECT_TRUE(contains(last_message(requests[2]), "reply larger than 4096 bytes"));
+}
+
+TEST(LlmStrategy, MaxTurnsEndTheSession) {
+  LlmServer server;
+  for (int i = 0; i < 3; ++i) server.push(LlmResponse::chat(kernel_reply()));
+  LlmSettings s = settings(server);
+  s.max_turns = 2;
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto first = next_candidates(*session);
+  ASSERT_EQ(first.size(), 1u);
+  session->on_verdict(first[0], verdict(VerdictKind::verified));
+  auto second = next_candidates(*session);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_TRUE(eventually([&] { return session->done(); }));
+  EXPECT_EQ(session->state(), "done: 2 of 2 turns used; best 1.50x (turn 1)");
+  // The last verdict still counts for the summary.
+  Verdict better = verdict(VerdictKind::verified);
+  better.speedup = 2.0;
+  session->on_verdict(second[0], better);
+  EXPECT_EQ(session->state(), "done: 2 of 2 turns used; best 2.00x (turn 2)");
+  EXPECT_EQ(server.requests().size(), 2u);
+}
+
+TEST(LlmStrategy, TokenBudgetEndsTheSession) {
+  LlmServer server;
+  for (int i = 0; i < 4; ++i) server.push(LlmResponse::chat(kernel_reply(), 2000));
+  LlmSettings s = settings(server);
+  s.max_reply_tokens = 100;
+  s.token_budget_per_kernel = 3000;
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto c = next_candidates(*session);
+  ASSERT_EQ(c.size(), 1u) << session->state();
+  EXPECT_EQ(body(server.requests().at(0))["max_tokens"], 100);
+  session->on_verdict(c[0], verdict(VerdictKind::mismatch, "element 0"));
+  c = next_candidates(*session); // 2000 of 3000 spent: one more turn
+  ASSERT_EQ(c.size(), 1u) << session->state();
+  session->on_verdict(c[0], verdict(VerdictKind::mismatch, "element 1"));
+  EXPECT_TRUE(next_candidates(*session).empty());
+  EXPECT_TRUE(session->done());
+  EXPECT_EQ(session->state(), "done: budget spent (tokens)");
+  EXPECT_EQ(server.requests().size(), 2u);
+}
+
+TEST(LlmStrategy, WallBudgetEndsTheSession) {
+  LlmServer server;
+  server.push(LlmResponse::chat(kernel_reply()));
+  LlmSettings s = settings(server);
+  s.wall_budget_s_per_kernel = 0.5;
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+  ASSERT_EQ(next_candidates(*session).size(), 1u);
+  // No verdict comes: the session ends when its time is up.
+  EXPECT_TRUE(eventually([&] { return session->done(); })) << session->state();
+  EXPECT_EQ(session->state(), "done: budget spent (wall time)");
+}
+
+TEST(LlmStrategy, UnsupportedVerdictEndsTheSession) {
+  LlmServer server;
+  server.push(LlmResponse::chat(kernel_reply()));
+  auto session = make_llm_strategy(settings(server))->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto c = next_candidates(*session);
+  ASSERT_EQ(c.size(), 1u);
+  session->on_verdict(c[0], verdict(VerdictKind::unsupported, "a buffer holds pointers"));
+  EXPECT_TRUE(eventually([&] { return session->done(); }));
+  EXPECT_EQ(session->state(),
+            "done: gave up: the candidate could not be validated (unsupported): a buffer holds "
+            "pointers");
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+TEST(LlmStrategy, ConcurrencyIsSharedByTheSessions) {
+  LlmServer server;
+  for (int i = 0; i < 3; ++i) {
+    LlmResponse r = LlmResponse::chat(kernel_reply());
+    r.delay_ms = 100;
+    server.push(r);
+  }
+  LlmSettings s = settings(server);
+  s.concurrency = 1;
+  auto strategy = make_llm_strategy(s);
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (int i = 0; i < 3; ++i) sessions.push_back(strategy->start(source_task()));
+  for (auto& session : sessions) {
+    ASSERT_NE(session, nullptr);
+    EXPECT_EQ(next_candidates(*session).size(), 1u) << session->state();
+  }
+  EXPECT_EQ(server.requests().size(), 3u);
+  EXPECT_EQ(server.peak_concurrency(), 1u);
+}
+
+// ---- the API key --------------------------------------------------------------------------------
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "hone-llm-test-XXXXXX").string();
+    path = ::mkdtemp(t.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string write(const std::string& name, const std::string& text, mode_t mode) const {
+    fs::path p = path / name;
+    std::ofstream(p, std::ios::binary) << text;
+    ::chmod(p.c_str(), mode);
+    return p.string();
+  }
+};
+
+TEST(LlmApiKey, FromAFileOfMode0600) {
+  TempDir dir;
+  auto key = resolve_api_key("", dir.write("key", std::string(k_key) + "\n", 0600));
+  ASSERT_TRUE(key) << key.error().message;
+  EXPECT_EQ(*key, k_key);
+  key = resolve_api_key("", dir.write("key400", k_key, 0400));
+  ASSERT_TRUE(key) << key.error().message;
+  EXPECT_EQ(*key, k_key);
+}
+
+TEST(LlmApiKey, FileReadableByOthersIsRefused) {
+  TempDir dir;
+  std::string path = dir.write("key", k_key, 0644);
+  auto key = resolve_api_key("", path);
+  ASSERT_FALSE(key);
+  EXPECT_EQ(key.error().message, "cannot use the API key file " + path +
+                                     " (agent.llm.api_key_file): its mode is 0644; it must be "
+                                     "0600 or stricter (chmod 600 " +
+                                     path + ")");
+  EXPECT_FALSE(resolve_api_key("", dir.write("key640", k_key, 0640)));
+}
+
+TEST(LlmApiKey, BadFilesAreRefusedWithoutShowingTheKey) {
+  TempDir dir;
+  EXPECT_FALSE(resolve_api_key("", (dir.path / "missing").string()));
+  auto not_file = resolve_api_key("", dir.path.string());
+  ASSERT_FALSE(not_file);
+  EXPECT_TRUE(contains(not_file.error().message, "not a regular file"));
+  auto empty = resolve_api_key("", dir.write("empty", "\n", 0600));
+  ASSERT_FALSE(empty);
+  EXPECT_TRUE(contains(empty.error().message, "is empty"));
+  auto two_lines = resolve_api_key("", dir.write("two", std::string(k_key) + "\nmore\n", 0600));
+  ASSERT_FALSE(two_lines);
+  EXPECT_FALSE(contains(two_lines.error().message, k_key));
+  EXPECT_TRUE(contains(two_lines.error().message, "HTTP header"));
+}
+
+TEST(LlmApiKey, FromTheEnvironment) {
+  ::setenv("HONE_LLM_TEST_KEY", k_key, 1);
+  auto key = resolve_api_key("HONE_LLM_TEST_KEY", "");
+  ::unsetenv("HONE_LLM_TEST_KEY");
+  ASSERT_TRUE(key) << key.error().message;
+  EXPECT_EQ(*key, k_key);
+  auto unset = resolve_api_key("HONE_LLM_TEST_KEY", "");
+  ASSERT_FALSE(unset);
+  EXPECT_EQ(unset.error().message, "the environment variable HONE_LLM_TEST_KEY "
+                                   "(agent.llm.api_key_env) that should hold the API key is not "
+                                   "set");
+}
+
+TEST(LlmApiKey, NoneOrBoth) {
+  auto none = resolve_api_key("", "");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(*none, "");
+  EXPECT_FALSE(resolve_api_key("SOME_VAR", "/some/file"));
+}
+
+// An ostream sink on the default logger for one test, at the most verbose level.
+struct CapturedLog {
+  std::ostringstream text;
+  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  CapturedLog() {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text);
+    auto logger = std::make_shared<spdlog::logger>("captured", sink);
+    logger->set_level(spdlog::level::trace);
+    logger->flush_on(spdlog::level::trace);
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous); }
+};
+
+TEST(LlmApiKey, NeverLeaksEvenWhenTheServerEchoesIt) {
+  CapturedLog log;
+  std::vector<std::string> seen; // every string the strategy hands out
+  {
+    LlmServer server;
+    LlmResponse echo_500;
+    echo_500.status = 500;
+    echo_500.body = "proxy error";
+    echo_500.echo_authorization = true;
+    server.push(echo_500);
+    // The key inside the model's content: in a comment of the kernel and in the prose.
+    server.push(LlmResponse::chat(std::string("Key ") + k_key + "\n" +
+                                  kernel_reply(std::string("key ") + k_key)));
+    LlmResponse echo_401;
+    echo_401.status = 401;
+    echo_401.body = "bad credentials";
+    echo_401.echo_authorization = true;
+    server.push(echo_401);
+
+    auto session = make_llm_strategy(settings(server))->start(source_task());
+    ASSERT_NE(session, nullptr);
+    seen.push_back(session->state());
+    auto c = next_candidates(*session);
+    ASSERT_EQ(c.size(), 1u) << session->state();
+    seen.push_back(session->state());
+    for (const auto& candidate : c) {
+      seen.insert(seen.end(), {candidate.code, candidate.description, candidate.entry});
+      for (const auto& o : candidate.nvrtc_options) seen.push_back(o);
+    }
+    EXPECT_TRUE(contains(c[0].code, "[redacted]")) << c[0].code;
+    session->on_verdict(c[0], verdict(VerdictKind::mismatch, "element 3"));
+    EXPECT_TRUE(eventually([&] { return session->done(); }));
+    std::string state = session->state();
+    seen.push_back(state);
+    EXPECT_TRUE(contains(state, "HTTP 401")) << state;
+    EXPECT_TRUE(contains(state, "Bearer [redacted]")) << state;
+
+    // The key did go to the server, where it belongs.
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 3u);
+    for (const auto& r : requests) {
+      EXPECT_EQ(r.headers.at("authorization"), std::string("Bearer ") + k_key);
+    }
+    // The conversation carries the redacted reply, not the key.
+    EXPECT_FALSE(contains(requests[2].body, k_key));
+  }
+  spdlog::default_logger()->flush();
+  std::string logged = log.text.str();
+  EXPECT_TRUE(contains(logged, "HTTP 500")) << logged; // the log did see the errors
+  EXPECT_FALSE(contains(logged, k_key)) << logged;
+  for (const auto& s : seen) EXPECT_FALSE(contains(s, k_key)) << s;
+}
+
+} // namespace
