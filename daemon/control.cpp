@@ -27,10 +27,14 @@ constexpr const char* k_status_schema = "hone.status/1";
 
 const char* format_name(proto::ImageFormat f) {
   switch (f) {
-  case proto::ImageFormat::ptx: return "ptx";
-  case proto::ImageFormat::cubin: return "cubin";
-  case proto::ImageFormat::fatbin: return "fatbin";
-  default: return "unknown";
+  case proto::ImageFormat::ptx:
+    return "ptx";
+  case proto::ImageFormat::cubin:
+    return "cubin";
+  case proto::ImageFormat::fatbin:
+    return "fatbin";
+  default:
+    return "unknown";
   }
 }
 
@@ -75,14 +79,31 @@ json variant_json(const store::VariantRecord& v, bool with_evidence) {
     json evidence = json::parse(v.evidence_json, nullptr, false);
     j["evidence"] = evidence.is_discarded() ? json(v.evidence_json) : evidence;
     j["jit_options"] = v.jit_options;
-    j["guard"] = {{"block", v.guard.block}, {"scalars", v.guard.scalars.size()},
+    // The specialized values, as the bytes the parameter must hold (little-endian hex).
+    json values = json::array();
+    for (const auto& sc : v.guard.scalars) {
+      static const char* digits = "0123456789abcdef";
+      std::string hex;
+      for (unsigned char b : sc.bytes) {
+        hex += digits[b >> 4];
+        hex += digits[b & 15];
+      }
+      values.push_back({{"param", sc.param}, {"offset", sc.offset}, {"bytes", hex}});
+    }
+    j["guard"] = {{"block", v.guard.block},
+                  {"scalars", v.guard.scalars.size()},
+                  {"scalar_values", std::move(values)},
                   {"no_alias", v.guard.no_alias}};
   }
   return j;
 }
 
-json fail(const std::string& why) { return json{{"ok", false}, {"error", why}}; }
-json done(json result) { return json{{"ok", true}, {"result", std::move(result)}}; }
+json fail(const std::string& why) {
+  return json{{"ok", false}, {"error", why}};
+}
+json done(json result) {
+  return json{{"ok", true}, {"result", std::move(result)}};
+}
 
 } // namespace
 
@@ -137,7 +158,8 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
     return done(json{{"schema", "hone.kernels/1"}, {"kernels", std::move(list)}});
   }
   if (cmd == "metrics") return done(json{{"text", metrics_text()}});
-  if (cmd == "jobs") return done(json{{"schema", "hone.jobs/1"}, {"jobs", m_optimizer->jobs_json()}});
+  if (cmd == "jobs")
+    return done(json{{"schema", "hone.jobs/1"}, {"jobs", m_optimizer->jobs_json()}});
   if (cmd == "job") {
     auto j = m_optimizer->job_json(req.value("id", uint64_t(0)));
     if (!j) return fail("no job " + std::to_string(req.value("id", uint64_t(0))));
@@ -224,7 +246,7 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
     const KernelInfo* k = m_registry.find(target(), &why);
     if (!k) return fail(why);
     if (!fd) return fail("submit needs the candidate file passed as a descriptor");
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd.get(), &st) != 0 || st.st_size <= 0 || st.st_size > (64 << 20)) {
       return fail("the candidate file is empty or over 64 MiB");
     }
@@ -238,16 +260,22 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
     agent::Candidate c;
     c.strategy = "submit";
     std::string kind = req.value("kind", std::string("ptx"));
-    if (kind == "ptx") c.kind = CandidateKind::ptx;
-    else if (kind == "cuda") c.kind = CandidateKind::cuda;
-    else return fail("kind must be ptx or cuda, got " + kind);
+    if (kind == "ptx")
+      c.kind = CandidateKind::ptx;
+    else if (kind == "cuda")
+      c.kind = CandidateKind::cuda;
+    else
+      return fail("kind must be ptx or cuda, got " + kind);
     c.code = std::move(code);
     c.entry = req.value("entry", k->record.key.entry);
     c.description = req.value("description", std::string("submitted by a kernel engineer"));
     std::string comparison = req.value("comparison", std::string("tolerance"));
-    if (comparison == "bitwise") c.comparison = Comparison::bitwise;
-    else if (comparison == "tolerance") c.comparison = Comparison::tolerance;
-    else return fail("comparison must be bitwise or tolerance, got " + comparison);
+    if (comparison == "bitwise")
+      c.comparison = Comparison::bitwise;
+    else if (comparison == "tolerance")
+      c.comparison = Comparison::tolerance;
+    else
+      return fail("comparison must be bitwise or tolerance, got " + comparison);
     c.jit_options = req.value("jit_options", std::vector<std::string>{});
     c.nvrtc_options = req.value("nvrtc_options", std::vector<std::string>{});
     if (req.contains("block")) {
@@ -260,8 +288,8 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
   }
   if (cmd == "export") {
     std::string arch = req.value("arch", std::string());
-    auto tmp = m_config.store.state_dir /
-               ("export-" + std::to_string(::getpid()) + "-" + std::to_string(m_next_id++) + ".tmp");
+    auto tmp = m_config.store.state_dir / ("export-" + std::to_string(::getpid()) + "-" +
+                                           std::to_string(m_next_id++) + ".tmp");
     auto n = m_store->export_variants(tmp, arch);
     if (!n) return fail(n.error().message);
     UniqueFd file(::open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
@@ -274,7 +302,7 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
     if (!fd) return fail("import needs the file passed as a descriptor");
     // Only a regular file: reopening a FIFO through /proc/self/fd blocks until a writer comes,
     // and this thread serves every client.
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
       return fail("import needs a regular file (an export written by honectl export)");
     }
@@ -318,8 +346,10 @@ json Daemon::status_json(size_t top, size_t max_processes) const {
     json quarantine = json::array();
     if (auto q = m_store->quarantined()) {
       for (const auto& r : *q) {
-        quarantine.push_back({{"column_family", r.column_family}, {"key", r.key_hex},
-                              {"reason", r.reason}, {"when", r.when}});
+        quarantine.push_back({{"column_family", r.column_family},
+                              {"key", r.key_hex},
+                              {"reason", r.reason},
+                              {"when", r.when}});
       }
     }
     store = {{"path", m_config.store.state_dir.string()},
@@ -403,7 +433,8 @@ std::string Daemon::metrics_text() const {
       for (const auto& v : *all) ++by_state[store::to_string(v.state)];
       out += "# HELP hone_variants Variants in the store, by state.\n# TYPE hone_variants gauge\n";
       for (const char* s : {"verified", "rejected", "disabled", "imported"}) {
-        out += std::string("hone_variants{state=\"") + s + "\"} " + std::to_string(by_state[s]) + "\n";
+        out +=
+            std::string("hone_variants{state=\"") + s + "\"} " + std::to_string(by_state[s]) + "\n";
       }
     }
   }

@@ -1,5 +1,6 @@
 #include "daemon/optimizer.hpp"
 
+#include "agent/llm.hpp"
 #include "daemon/capture_files.hpp"
 
 #include <spdlog/spdlog.h>
@@ -24,7 +25,9 @@ constexpr int64_t k_image_retry_s = 10;
 constexpr size_t k_finished_jobs_kept = 200;
 constexpr uint64_t k_max_image = 1ull << 30; // module images larger than this are not optimized
 
-int64_t now_s() { return int64_t(std::time(nullptr)); }
+int64_t now_s() {
+  return int64_t(std::time(nullptr));
+}
 
 const char* state_name(int s) {
   static const char* names[] = {"waiting", "running", "done"};
@@ -55,7 +58,9 @@ UniqueFd memfd_with(const std::string& bytes, const char* name) {
   return fd;
 }
 
-uint32_t driver_major(uint32_t driver_version) { return driver_version / 1000; }
+uint32_t driver_major(uint32_t driver_version) {
+  return driver_version / 1000;
+}
 
 } // namespace
 
@@ -69,13 +74,22 @@ Optimizer::Optimizer(asio::io_context& io, const config::Config& config, store::
   ws.gpu_share = m_config.optimizer.gpu_share;
   m_workers = std::make_unique<WorkerPool>(
       io, ws, [this](uint64_t job, const Verdict& v) { on_verdict(job, v); });
+  // The built-in strategies always run; ranking decides their order per kernel.
+  m_strategies.push_back(agent::make_specialize_strategy());
+  m_strategies.push_back(agent::make_launch_bounds_strategy());
+  m_strategies.push_back(agent::make_readonly_strategy());
   m_strategies.push_back(agent::make_rejit_strategy());
+  configure_llm();
   load_persisted_captures();
 }
 
-Optimizer::~Optimizer() { stop(); }
+Optimizer::~Optimizer() {
+  stop();
+}
 
-void Optimizer::start() { tick(); }
+void Optimizer::start() {
+  tick();
+}
 
 void Optimizer::stop() {
   if (m_stopping) return;
@@ -91,6 +105,40 @@ void Optimizer::set_config(const config::Config& config) {
   ws.job_timeout = std::chrono::seconds(m_config.validation.job_timeout_s);
   ws.gpu_share = m_config.optimizer.gpu_share;
   m_workers->set_settings(ws);
+  configure_llm();
+}
+
+void Optimizer::configure_llm() {
+  const config::LlmConfig& c = m_config.agent.llm;
+  if (m_llm_config && *m_llm_config == c) return; // unchanged: running sessions go on
+  m_llm_config = c;
+  // Sessions already started keep their own client; new kernels get the new settings.
+  std::erase_if(m_strategies, [](const auto& s) { return s->id() == "llm"; });
+  m_llm_state = "off (agent.llm.enabled = false)";
+  if (!c.enabled) return;
+  auto key = agent::resolve_api_key(c.api_key_env, c.api_key_file.string());
+  if (!key) {
+    m_llm_state = "off: " + key.error().message;
+    spdlog::warn("the LLM strategy is off: {}", key.error().message);
+    return;
+  }
+  agent::LlmSettings s;
+  s.enabled = true;
+  s.base_url = c.base_url;
+  s.model = c.model;
+  s.api_key = std::move(*key);
+  s.connect_timeout_s = c.connect_timeout_s;
+  s.request_timeout_s = c.request_timeout_s;
+  s.max_turns = c.max_turns;
+  s.max_reply_tokens = c.max_reply_tokens;
+  s.token_budget_per_kernel = c.token_budget_per_kernel;
+  s.wall_budget_s_per_kernel = c.wall_budget_s_per_kernel;
+  s.concurrency = c.concurrency;
+  s.max_reply_bytes = c.max_reply_bytes;
+  s.temperature = c.temperature;
+  m_strategies.push_back(agent::make_llm_strategy(std::move(s)));
+  m_llm_state = "on: model " + c.model + " at " + c.base_url;
+  spdlog::info("the LLM strategy is on: model {} at {}", c.model, c.base_url);
 }
 
 void Optimizer::tick() {
@@ -214,7 +262,8 @@ void Optimizer::request_image(const KernelKey& key, Work& w) {
 void Optimizer::request_captures(const KernelKey& key, Work& w) {
   uint32_t want = m_config.capture.captures_per_kernel;
   if (w.captures.size() >= want) return;
-  if (w.captures_asked && now_s() - w.capture_asked_at < int64_t(m_config.capture.timeout_s)) return;
+  if (w.captures_asked && now_s() - w.capture_asked_at < int64_t(m_config.capture.timeout_s))
+    return;
   auto p = process_with(key);
   if (!p) return;
   proto::CaptureRequest req;
@@ -245,12 +294,11 @@ bool Optimizer::prerequisites(JobEntry& job) {
       Verdict v;
       v.job = job.id;
       v.kind = VerdictKind::unsupported;
-      v.message = w.image.empty()
-                      ? "no process running the kernel sent its image within " +
-                            std::to_string(m_config.capture.timeout_s) + " s"
-                      : "no launch of the kernel was captured within " +
-                            std::to_string(m_config.capture.timeout_s) +
-                            " s (is the application still launching it?)";
+      v.message = w.image.empty() ? "no process running the kernel sent its image within " +
+                                        std::to_string(m_config.capture.timeout_s) + " s"
+                                  : "no launch of the kernel was captured within " +
+                                        std::to_string(m_config.capture.timeout_s) +
+                                        " s (is the application still launching it?)";
       finish_job(job, v);
       return false;
     }
@@ -425,15 +473,15 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
 
 // ---- variants in processes ---------------------------------------------------------------------
 
-std::optional<store::VariantRecord> Optimizer::best_variant(const KernelKey& key,
-                                                            const std::string& arch,
-                                                            uint32_t major) const {
+std::optional<store::VariantRecord>
+Optimizer::best_variant(const KernelKey& key, const std::string& arch, uint32_t major) const {
   if (!m_store) return std::nullopt;
   auto list = m_store->variants_of(key);
   if (!list) return std::nullopt;
   std::optional<store::VariantRecord> best;
   for (auto& v : *list) {
-    if (v.state != store::VariantState::verified || v.arch != arch || v.driver_major != major) continue;
+    if (v.state != store::VariantState::verified || v.arch != arch || v.driver_major != major)
+      continue;
     if (!best || v.speedup > best->speedup) best = std::move(v);
   }
   return best;
@@ -495,11 +543,14 @@ void Optimizer::on_kernels(uint64_t conn, const proto::Kernels& msg) {
   for (const auto& k : msg.kernels) push_to(conn, k.key);
 }
 
-void Optimizer::on_detach(uint64_t conn) { m_installed.erase(conn); }
+void Optimizer::on_detach(uint64_t conn) {
+  m_installed.erase(conn);
+}
 
 void Optimizer::on_variant_status(uint64_t conn, const proto::VariantStatus& msg) {
   if (msg.installed) {
-    spdlog::debug("variant {} installed in connection {}: {}", msg.variant.hex(), conn, msg.message);
+    spdlog::debug("variant {} installed in connection {}: {}", msg.variant.hex(), conn,
+                  msg.message);
     return;
   }
   spdlog::info("variant {} of {} not serving in connection {}: {}", msg.variant.hex(),
@@ -515,7 +566,7 @@ void Optimizer::on_variant_status(uint64_t conn, const proto::VariantStatus& msg
 void Optimizer::on_image(uint64_t conn, const proto::Image& msg, UniqueFd fd) {
   if (!msg.available || !fd) return;
   // The size is the shim's word: held against the descriptor before anything is allocated.
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || uint64_t(st.st_size) != msg.size || msg.size > k_max_image) {
     spdlog::warn("an image from connection {} does not match its size; ignored", conn);
     return;
@@ -554,7 +605,7 @@ void Optimizer::on_capture(uint64_t conn, const Capture& msg, UniqueFd fd) {
     spdlog::info("capture of {} refused by the process: {}", msg.key.entry, msg.reason);
     return;
   }
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || uint64_t(st.st_size) < msg.data_bytes) {
     spdlog::warn("a capture from connection {} is shorter than it says; dropped", conn);
     return;
@@ -570,10 +621,12 @@ void Optimizer::on_capture(uint64_t conn, const Capture& msg, UniqueFd fd) {
   if (auto p = procs.find(conn); p != procs.end()) e.meta.arch = p->second.hello.arch;
   e.received = now_s();
   if (m_config.capture.persist) {
-    auto file = capture_files::write(capture_files::directory(m_config.store.state_dir), e.meta,
-                                     fd.get());
-    if (file) e.file = *file;
-    else spdlog::warn("capture of {} kept in memory only: {}", msg.key.entry, file.error().message);
+    auto file =
+        capture_files::write(capture_files::directory(m_config.store.state_dir), e.meta, fd.get());
+    if (file)
+      e.file = *file;
+    else
+      spdlog::warn("capture of {} kept in memory only: {}", msg.key.entry, file.error().message);
   }
   e.data = std::make_shared<UniqueFd>(std::move(fd));
   m_capture_bytes += msg.data_bytes;
@@ -615,8 +668,10 @@ void Optimizer::release_idle_captures() {
   int64_t now = now_s();
   int64_t limit = 2 * int64_t(m_config.capture.timeout_s) + 1;
   for (auto it = m_capture_requests.begin(); it != m_capture_requests.end();) {
-    if (now - it->second.asked_at > limit) it = m_capture_requests.erase(it);
-    else ++it;
+    if (now - it->second.asked_at > limit)
+      it = m_capture_requests.erase(it);
+    else
+      ++it;
   }
 }
 
@@ -644,8 +699,8 @@ bool Optimizer::make_room_for(uint64_t bytes) {
 void Optimizer::load_persisted_captures() {
   if (!m_config.capture.persist) return;
   std::vector<std::string> problems;
-  auto loaded = capture_files::load_all(capture_files::directory(m_config.store.state_dir),
-                                        &problems);
+  auto loaded =
+      capture_files::load_all(capture_files::directory(m_config.store.state_dir), &problems);
   for (const auto& p : problems) spdlog::warn("capture file {}", p);
   size_t kept = 0;
   for (auto& l : loaded) {
@@ -709,7 +764,8 @@ void Optimizer::run_strategies() {
     if (k->processes.empty()) continue;
     Work& w = m_work[key];
     for (agent::Strategy* s : order) {
-      if (std::find(k->record.tried.begin(), k->record.tried.end(), s->id()) != k->record.tried.end()) {
+      if (std::find(k->record.tried.begin(), k->record.tried.end(), s->id()) !=
+          k->record.tried.end()) {
         continue;
       }
       request_image(key, w);
@@ -780,7 +836,9 @@ json Optimizer::agent_json() const {
                         {"state", e.session->state()},
                         {"started", e.started}});
   }
-  return json{{"strategies", std::move(strategies)}, {"sessions", std::move(sessions)}};
+  return json{{"strategies", std::move(strategies)},
+              {"sessions", std::move(sessions)},
+              {"llm", m_llm_state}};
 }
 
 void Optimizer::revalidate_imports() {
@@ -791,9 +849,8 @@ void Optimizer::revalidate_imports() {
       if (!list) continue;
       for (const auto& v : *list) {
         if (v.state != store::VariantState::imported || v.arch != p.hello.arch) continue;
-        bool queued = std::any_of(m_jobs.begin(), m_jobs.end(), [&](const auto& j) {
-          return j.second.revalidates == v.id;
-        });
+        bool queued = std::any_of(m_jobs.begin(), m_jobs.end(),
+                                  [&](const auto& j) { return j.second.revalidates == v.id; });
         if (queued) continue;
         agent::Candidate c;
         c.strategy = v.strategy;

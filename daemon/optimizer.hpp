@@ -90,7 +90,7 @@ private:
     std::optional<Verdict> verdict;
     std::optional<VariantId> variant;
     std::optional<VariantId> revalidates; // an imported variant this job re-validates
-    uint64_t session = 0;                  // the strategy session that proposed it
+    uint64_t session = 0;                 // the strategy session that proposed it
     std::string message;
     int64_t created = 0;
     int64_t finished = 0;
@@ -142,9 +142,13 @@ private:
   // What each strategy achieved here: ranks strategies by expected gain per GPU-second.
   struct StrategyStats {
     uint64_t candidates = 0, verified = 0;
-    double gain_sum = 0;         // over verified candidates, speedup minus one
-    double gpu_seconds = 0;      // wall time its jobs kept the worker busy
+    double gain_sum = 0;    // over verified candidates, speedup minus one
+    double gpu_seconds = 0; // wall time its jobs kept the worker busy
   };
+  // The LLM strategy follows [agent.llm]: (re)made when the section changes.
+  void configure_llm();
+  std::optional<config::LlmConfig> m_llm_config;
+  std::string m_llm_state; // for status: on (model, endpoint) or why it is off
   std::map<std::string, StrategyStats> m_strategy_stats;
   double expected_gain_per_second(const agent::Strategy& s) const;
   void poll_sessions();

@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -189,6 +189,49 @@ void variants_table(const json& variants, std::ostream& out, size_t indent) {
   out << t.render(indent);
 }
 
+// The agent: its strategies in the order it ranks them, what each achieved, the sessions at
+// work, the LLM strategy's state and the worker (paused while the applications keep the GPU busy).
+void agent_section(const json& st, std::ostream& out) {
+  const json agent = st.value("agent", json::object());
+  const json strategies = agent.value("strategies", json::array());
+  if (strategies.empty()) return;
+  out << "\nAgent\n";
+  std::vector<json> ranked(strategies.begin(), strategies.end());
+  std::stable_sort(ranked.begin(), ranked.end(), [](const json& a, const json& b) {
+    return num<double>(a, "expected_gain_per_gpu_second") >
+           num<double>(b, "expected_gain_per_gpu_second");
+  });
+  Table t({{"STRATEGY", Align::left},
+           {"GAIN/GPU-S", Align::right},
+           {"CANDIDATES", Align::right},
+           {"VERIFIED", Align::right},
+           {"GPU TIME", Align::right}});
+  for (const auto& s : ranked) {
+    char gain[32];
+    std::snprintf(gain, sizeof gain, "%.3f", num<double>(s, "expected_gain_per_gpu_second"));
+    char gpu[32];
+    std::snprintf(gpu, sizeof gpu, "%.1f s", num<double>(s, "gpu_seconds"));
+    t.row({str(s, "id"), gain, std::to_string(num<uint64_t>(s, "candidates")),
+           std::to_string(num<uint64_t>(s, "verified")), gpu});
+  }
+  out << t.render(2);
+  const json sessions = agent.value("sessions", json::array());
+  for (const auto& s : sessions) {
+    out << "  session " << num<uint64_t>(s, "id") << ": " << str(s, "strategy") << " on "
+        << str(s, "kernel") << ": " << str(s, "state") << "\n";
+  }
+  if (agent.contains("llm")) out << "  llm: " << str(agent, "llm") << "\n";
+  const json w = st.value("workers", json::object());
+  if (!w.empty()) {
+    char load[32];
+    std::snprintf(load, sizeof load, "%.0f%%", 100 * num<double>(w, "gpu_load"));
+    std::string state = w.value("paused", false)
+                            ? "paused (applications' GPU load " + std::string(load) + ")"
+                            : (w.value("busy", false) ? "busy" : "idle");
+    out << "  worker: " << state << ", " << num<uint64_t>(w, "queued") << " job(s) queued\n";
+  }
+}
+
 int cmd_status(const Options& o) {
   auto s = connect(o);
   if (!s) return fail(s.error());
@@ -211,8 +254,8 @@ int cmd_status(const Options& o) {
   const json procs = st.value("processes", json::array());
   const json kernels = st.value("kernels", json::array());
   const json variants = st.value("variants", json::array());
-  const uint64_t procs_total = st.contains("processes_total") ? num<uint64_t>(st, "processes_total")
-                                                              : procs.size();
+  const uint64_t procs_total =
+      st.contains("processes_total") ? num<uint64_t>(st, "processes_total") : procs.size();
   head.row({"processes", std::to_string(procs_total) + " attached"});
   head.row({"kernels", std::to_string(num<uint64_t>(st, "kernels_total")) + " known"});
   std::map<std::string, size_t> by_state;
@@ -274,6 +317,7 @@ int cmd_status(const Options& o) {
     out << "\nVariants\n";
     variants_table(variants, out, 2);
   }
+  agent_section(st, out);
   if (store.is_object() && store.contains("quarantined") && !store["quarantined"].empty()) {
     out << "\nWARNING: " << store["quarantined"].size()
         << " store records are quarantined (failed their checksum; never served): honectl doctor\n";
@@ -332,8 +376,7 @@ void show_kernel(const json& k) {
   t.row({"launches", human_count(num<uint64_t>(k, "launches"))});
   std::string served = human_count(num<uint64_t>(k, "variant_launches"));
   if (num<uint64_t>(k, "fallbacks")) {
-    served += " (" + human_count(num<uint64_t>(k, "fallbacks")) +
-              " failed over to the original)";
+    served += " (" + human_count(num<uint64_t>(k, "fallbacks")) + " failed over to the original)";
   }
   t.row({"served by a variant", served});
   double mean = num<double>(k, "mean_ns");
@@ -392,6 +435,18 @@ void show_variant(const json& v) {
                         ", " + std::to_string(num<uint64_t>(g, "scalars")) + " scalar(s)";
     if (g.value("no_alias", false)) guard += ", pointers must not alias";
     t.row({"guard", guard});
+    // Each specialized parameter: its bytes, and as an unsigned integer when it is one.
+    for (const auto& sc : g.value("scalar_values", json::array())) {
+      std::string hex = str(sc, "bytes");
+      std::string value = "0x" + hex;
+      if (hex.size() <= 16 && !hex.empty()) {
+        uint64_t n = 0;
+        for (size_t i = hex.size(); i >= 2; i -= 2)
+          n = n << 8 | std::stoull(hex.substr(i - 2, 2), nullptr, 16);
+        value = std::to_string(n) + " (bytes " + hex + ")";
+      }
+      t.row({"  param " + std::to_string(num<uint64_t>(sc, "param")), "must be " + value});
+    }
   }
   std::string text = t.render();
   std::cout << text.substr(text.find('\n') + 1);
@@ -612,10 +667,15 @@ int cmd_submit(const Options& o) {
   std::string kind = o.kind;
   if (kind.empty()) {
     std::string ext = fs::path(o.file).extension().string();
-    if (ext == ".cu" || ext == ".cuh" || ext == ".cpp") kind = "cuda";
-    else if (ext == ".ptx") kind = "ptx";
-    else return fail("cannot tell the kind of " + o.file + " from its name: give --kind cuda or "
-                     "--kind ptx", k_exit_usage);
+    if (ext == ".cu" || ext == ".cuh" || ext == ".cpp")
+      kind = "cuda";
+    else if (ext == ".ptx")
+      kind = "ptx";
+    else
+      return fail("cannot tell the kind of " + o.file +
+                      " from its name: give --kind cuda or "
+                      "--kind ptx",
+                  k_exit_usage);
   }
   if (kind != "cuda" && kind != "ptx") return fail("--kind is cuda or ptx", k_exit_usage);
   if (!o.block.empty() && o.block.size() != 3) {
@@ -638,8 +698,10 @@ int cmd_submit(const Options& o) {
   if (!r) return fail(r.error());
   uint64_t id = num<uint64_t>(*r, "job");
   if (o.no_wait) {
-    if (o.json) print_json(*r);
-    else std::cout << "job " << id << " queued for " << str(*r, "kernel") << " (honectl jobs)\n";
+    if (o.json)
+      print_json(*r);
+    else
+      std::cout << "job " << id << " queued for " << str(*r, "kernel") << " (honectl jobs)\n";
     return k_exit_ok;
   }
   if (!o.json) {
@@ -648,8 +710,8 @@ int cmd_submit(const Options& o) {
               << std::flush;
   }
   // The job waits for a capture (the application must launch the kernel), then a worker.
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(int64_t(o.wait_s * 1000));
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(o.wait_s * 1000));
   json job;
   while (true) {
     auto j = s->request(json{{"cmd", "job"}, {"id", id}});
@@ -772,9 +834,10 @@ int main(int argc, char** argv) {
   submit->add_flag("--bitwise", o.bitwise,
                    "require every output byte equal (default: floating-point outputs within "
                    "[validation] tolerances, everything else exact)");
-  submit->add_option("--block", o.block,
-                     "serve only launches with this block shape, X,Y,Z (default: the shape of "
-                     "the captured launches)")
+  submit
+      ->add_option("--block", o.block,
+                   "serve only launches with this block shape, X,Y,Z (default: the shape of "
+                   "the captured launches)")
       ->delimiter(',')
       ->expected(3);
   submit->add_flag("--no-wait", o.no_wait, "print the job id and return at once");

@@ -1,0 +1,173 @@
+// The agent in the whole loop, with real processes on the emulated device: honed finds a hot
+// kernel in an application under libhone.so, its built-in strategies propose candidates, the
+// worker validates and measures them, and a verified variant is swapped in — serving only the
+// launches its guard admits. The application checks every launch on the host throughout.
+#include "daemon_process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+using namespace hone;
+using namespace hone::test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The optimizer on, thresholds low, the whole GPU share: things happen within seconds.
+std::string agent_config(const std::string& extra = "") {
+  std::ostringstream s;
+  s << "[server]\nreport_interval_ms = 200\n"
+    << "[worker]\ndriver = \"" << HONE_EMU_LIBRARY_DIR << "/libcuda.so.1\"\n"
+    << "[optimizer]\nenabled = true\nhot_min_launches = 20\ngpu_share = 1.0\n"
+    << "[capture]\ncaptures_per_kernel = 2\ntimeout_s = 60\n"
+    << "[validation]\nwarmup = 1\nruns = 7\njob_timeout_s = 120\n"
+    << extra;
+  return s.str();
+}
+
+std::unique_ptr<DaemonProcess> start_daemon(const std::string& config, fs::path dir = {}) {
+  DaemonOptions o;
+  o.config = config;
+  o.dir = std::move(dir);
+  o.env.emplace("HONE_EMU_INSTRUCTION_BUDGET", "400000000");
+  auto d = DaemonProcess::start(std::move(o));
+  if (!d) {
+    ADD_FAILURE() << d.error().message;
+    return nullptr;
+  }
+  return std::move(*d);
+}
+
+// hone-testapp-spec under the shim: mix_rounds(out, in, n, rounds), every launch checked.
+AppOptions spec_app(const std::string& socket, std::vector<std::string> args) {
+  AppOptions o;
+  o.program = std::string(HONE_TESTAPP_DIR) + "/hone-testapp-spec";
+  o.args = {"--seconds", "300"};
+  o.args.insert(o.args.end(), args.begin(), args.end());
+  o.socket = socket;
+  o.shim = HONE_SHIM_LIBRARY;
+  o.driver_dir = HONE_EMU_LIBRARY_DIR;
+  o.env["HONE_LOG"] = "info";
+  return o;
+}
+
+// The application ran, checked every launch, and found nothing wrong; its output.
+std::string expect_correct(BackgroundApp& app) {
+  RunResult r = app.finish();
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("mismatches 0"), std::string::npos) << r.out << r.err;
+  return r.out;
+}
+
+// The verified variant of `kernel` a strategy made (null until there is one).
+json verified_variant(Ctl& ctl, const std::string& kernel, const std::string& strategy) {
+  json r = ctl.request({{"cmd", "variants"}, {"target", kernel}});
+  if (!r.value("ok", false)) return nullptr;
+  for (const auto& v : r["result"]["variants"]) {
+    if (v.value("strategy", "") == strategy && v.value("state", "") == "verified") return v;
+  }
+  return nullptr;
+}
+
+uint64_t count(const json& kernel, const char* field) {
+  return kernel.is_null() ? 0 : kernel.value(field, uint64_t(0));
+}
+
+// What every strategy proposed and what the worker said, for the test log.
+void print_jobs(Ctl& ctl) {
+  json jobs = ctl.request({{"cmd", "jobs"}});
+  for (const auto& j : jobs["result"]["jobs"]) {
+    std::printf("job %s %-14s %-12s %5.2fx  %s\n", j.value("id", json()).dump().c_str(),
+                j.value("strategy", "").c_str(), j.value("verdict", "").c_str(),
+                j.value("speedup", 0.0), j.value("description", "").c_str());
+  }
+}
+
+// Launches in `out` with `rounds` ("rounds R launches L").
+long launches_with(const std::string& out, int rounds) {
+  std::smatch m;
+  std::regex line("rounds " + std::to_string(rounds) + " launches (\\d+)");
+  return std::regex_search(out, m, line) ? std::stol(m[1]) : -1;
+}
+
+} // namespace
+
+// Runtime specialization: the application keeps `rounds` (a loop bound) at 64, the specialize
+// strategy turns the NVRTC source into a kernel with the constant folded in, the worker finds it
+// bitwise equal and faster in modeled time, and the shim serves it — until the application
+// passes another value, which the guard sends to the original. A restarted honed remembers what
+// it tried and serves the stored variant without new work.
+TEST(Agent, SpecializationServesOnlyWhileTheArgumentKeepsItsValue) {
+  TempDir state("hone-agent");
+  auto d = start_daemon(agent_config(), state.path());
+  ASSERT_TRUE(d);
+  TempDir files("hone-agent-files");
+  std::string change = (files.path() / "change").string();
+  json variant;
+  {
+    BackgroundApp app(
+        spec_app(d->socket(), {"--rounds", "64", "--new-rounds", "48", "--change-file", change}));
+    Ctl ctl(d->socket());
+    ASSERT_TRUE(wait_for(
+        [&] { return !(variant = verified_variant(ctl, "mix_rounds", "specialize")).is_null(); },
+        240s))
+        << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
+    EXPECT_GT(variant.value("speedup", 0.0), 1.05) << variant.dump(2);
+    json shown = ctl.request({{"cmd", "show"}, {"target", variant.value("id", "")}});
+    ASSERT_TRUE(shown.value("ok", false)) << shown.dump();
+    const json& guard = shown["result"]["guard"];
+    // rounds (parameter 3) is specialized to 64, n (parameter 2) to 4096.
+    bool has_rounds = false;
+    for (const auto& sc : guard["scalar_values"]) {
+      has_rounds |= sc.value("param", 99) == 3 && sc.value("bytes", "") == "40000000";
+    }
+    EXPECT_TRUE(has_rounds) << shown.dump(2);
+    EXPECT_EQ(shown["result"]["evidence"].value("comparison", ""), "bitwise") << shown.dump(2);
+
+    // Served in the application while rounds stays 64 ...
+    json k;
+    ASSERT_TRUE(
+        wait_for([&] { return count(k = ctl.kernel("mix_rounds"), "variant_launches") > 5; }, 60s))
+        << k.dump(2) << d->log();
+    // ... and not once rounds is 48: launches go on, the variant serves none of them.
+    std::ofstream(change) << "48\n";
+    std::this_thread::sleep_for(2s); // the switch, and a report of the launches before it
+    json before = ctl.kernel("mix_rounds");
+    ASSERT_TRUE(wait_for(
+        [&] {
+          return count(k = ctl.kernel("mix_rounds"), "launches") > count(before, "launches") + 20;
+        },
+        60s))
+        << k.dump(2);
+    EXPECT_EQ(count(k, "variant_launches"), count(before, "variant_launches")) << k.dump(2);
+    print_jobs(ctl);
+    std::string out = expect_correct(app);
+    EXPECT_GT(launches_with(out, 64), 0) << out;
+    EXPECT_GT(launches_with(out, 48), 20) << out;
+    // Every strategy was tried once for this kernel, and remembered.
+    json tried = ctl.kernel("mix_rounds")["tried"];
+    EXPECT_NE(std::find(tried.begin(), tried.end(), "specialize"), tried.end()) << tried.dump();
+  }
+  ASSERT_TRUE(d->stop().has_value());
+  d.reset();
+
+  // A restarted honed: the stored variant serves a new process at once, and nothing is redone.
+  d = start_daemon(agent_config(), state.path());
+  ASSERT_TRUE(d);
+  BackgroundApp app(spec_app(d->socket(), {"--rounds", "64"}));
+  Ctl ctl(d->socket());
+  json k;
+  EXPECT_TRUE(
+      wait_for([&] { return count(k = ctl.kernel("mix_rounds"), "variant_launches") > 5; }, 60s))
+      << k.dump(2) << d->log();
+  std::this_thread::sleep_for(2s); // time for the optimizer to start work, had it any
+  json jobs = ctl.request({{"cmd", "jobs"}});
+  EXPECT_TRUE(jobs["result"]["jobs"].empty()) << jobs.dump(2);
+  expect_correct(app);
+}
