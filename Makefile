@@ -70,6 +70,7 @@ bench: build
 	$(BUILD)/bin/hone-bench-shim-launch
 	$(BUILD)/bin/hone-bench-status
 	$(BUILD)/bin/hone-bench-loop
+	$(BUILD)/bin/hone-bench-strategies
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD)

@@ -1,24 +1,34 @@
 #!/usr/bin/env bash
-# make demo: the whole loop on the emulated device, no GPU needed.
+# make demo: hone optimizing the kernels of a running application, on the emulated device (no GPU).
 #
-# An unmodified application (tests/apps/serve_app.cpp: it launches one kernel over and over and
-# checks every result on the host) runs under LD_PRELOAD=libhone.so against the emulated driver.
-# honed sees its kernel, a kernel engineer submits a faster version and a wrong one with honectl;
-# honed captures the application's own launches, validates both on them in a worker, rejects the
-# wrong one, swaps the right one into the running application, and honectl shows the launches it
-# served. disable/enable switch it off and on again. The application must end with 0 mismatches.
+# hone-example-mlp (examples/mlp) is an ordinary CUDA program: it compiles five kernels with NVRTC
+# when it starts and runs an inference-like step over and over, checking its results against the
+# host and fingerprinting the results of a fixed input. It runs unmodified, under
+# LD_PRELOAD=libhone.so, on the emulated driver. honed sees its kernels turn hot, captures some of
+# their launches, lets its built-in strategies propose candidates, proves each one equal to the
+# original on the captured launches in a worker, measures it (the emulated device's modeled
+# time), and swaps the verified faster ones into the running application. The demo shows each of
+# those steps as it happens, then stops the application, which must report that its results never
+# changed.
 #
-#   examples/demo.sh [BUILD_DIR]     (default build)
+#   examples/demo.sh [BUILD_DIR]    (default build: relative to the repository root, or absolute)
+#   DEMO_SECONDS=120                the longest the demo waits for hone to finish its work
+#
+# Exit status 0 when the application ends with every check matching; 1 when it reports a mismatch
+# or fails, when honed dies, or when a part of the build is missing.
 set -euo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
-bin="$root/$build/bin"
-emu="$root/$build/lib/emu"
-shim="$root/$build/lib/libhone.so"
-app="$root/$build/tests/apps/hone-testapp-serve"
+case $build in /*) out=$build ;; *) out=$root/$build ;; esac
+bin="$out/bin"
+emu="$out/lib/emu"
+shim="$out/lib/libhone.so"
+app="$bin/hone-example-mlp"
 for f in "$bin/honed" "$bin/honectl" "$emu/libcuda.so.1" "$shim" "$app"; do
   [ -e "$f" ] || { echo "demo: $f is missing: build first (make build)" >&2; exit 1; }
 done
+limit=${DEMO_SECONDS:-120}
+hot_min=20
 
 work=$(mktemp -d)
 honed_pid=""
@@ -31,83 +41,273 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-ctl() { echo "\$ honectl $*"; "$bin/honectl" --socket "$work/hone.sock" "$@"; }
+if [ -t 1 ]; then bold=$'\033[1m' red=$'\033[1;31m' plain=$'\033[0m'; else bold="" red="" plain=""; fi
+say() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
+ctl() { "$bin/honectl" --socket "$work/hone.sock" "$@"; }
+# Fails the demo loudly, with the end of the logs that say why.
+die() {
+  printf '\n%sdemo FAILED: %s%s\n' "$red" "$*" "$plain" >&2
+  for f in honed.log app.log; do
+    [ -s "$work/$f" ] && { echo "--- last lines of $f" >&2; tail -15 "$work/$f" >&2; }
+  done
+  exit 1
+}
 
 cat >"$work/hone.toml" <<TOML
 [server]
 socket = "$work/hone.sock"
-report_interval_ms = 200
+report_interval_ms = 250   # shims report every 250 ms (default 2000)
 [store]
 state_dir = "$work/state"
 [worker]
 driver = "$emu/libcuda.so.1"   # the emulated device; on a GPU server: libcuda.so.1
 [optimizer]
-hot_min_launches = 50
-gpu_share = 0.5
+hot_min_launches = $hot_min      # default 100
+gpu_share = 1.0            # validate back to back (default 0.25 leaves the GPU to the applications)
+[validation]
+runs = 11                  # default 21: the emulated device's modeled times do not vary
+warmup = 1
 TOML
 
-say "start honed (state in $work/state, workers on the emulated device)"
+say "honed: the daemon (state in a temporary directory, its worker on the emulated device)"
 "$bin/honed" --config "$work/hone.toml" --log-level info >"$work/honed.log" 2>&1 &
 honed_pid=$!
 for _ in $(seq 100); do [ -S "$work/hone.sock" ] && break; sleep 0.1; done
-[ -S "$work/hone.sock" ] || { cat "$work/honed.log"; exit 1; }
-echo "honed $honed_pid listening on $work/hone.sock"
+[ -S "$work/hone.sock" ] || die "honed did not start"
+echo "honed $honed_pid listening on $work/hone.sock; the settings that differ from the defaults:"
+sed -n 's/^\([a-z_]*\) = \([^#]*[^ #]\) *# \(.*\)/  \1 = \2   (\3)/p' "$work/hone.toml"
 
-say "run an unmodified CUDA application under libhone.so"
-echo "\$ LD_PRELOAD=libhone.so hone-testapp-serve --n 1024 --reps 4096"
+say "the application: an ordinary CUDA program, unmodified, under LD_PRELOAD=libhone.so"
+echo "\$ LD_PRELOAD=libhone.so hone-example-mlp"
 HONE_SOCKET="$work/hone.sock" LD_PRELOAD="$shim" LD_LIBRARY_PATH="$emu" \
-  "$app" --seconds 300 --n 1024 --reps 4096 --stop-file "$work/stop" >"$work/app.log" 2>&1 &
+  "$app" --seconds 600 --check-every 20 --stop-file "$work/stop" >"$work/app.log" 2>&1 &
 app_pid=$!
-for _ in $(seq 300); do
-  "$bin/honectl" --socket "$work/hone.sock" kernels --json 2>/dev/null | grep -q '"accumulate"' && break
-  sleep 0.1
-done
-sleep 2
-ctl status --top 3
+for _ in $(seq 100); do grep -q '^check 1 ' "$work/app.log" 2>/dev/null && break; sleep 0.1; done
+sed -n '1,3p' "$work/app.log" | sed 's/^/  /'
+grep -q '^check 1 .* ok$' "$work/app.log" || die "the application did not start"
 
-say "built-in strategy: honed re-JITs the hot kernel with other JIT options by itself"
-echo "(on the emulated device JIT options change nothing measurable: expect 'not faster')"
-for _ in $(seq 300); do
-  "$bin/honectl" --socket "$work/hone.sock" jobs --json | grep -q '"state": "done"' && break
-  sleep 0.2
-done
-ctl jobs
+# --- following honed's log and the application's checks ------------------------------------------
 
-say "a wrong candidate: it reads the output's old contents (honed poisons outputs first)"
-ctl submit accumulate "$root/examples/candidates/accumulate_wrong.cu" --bitwise || true
+declare -A job_of   # job id -> "kernel strategy"
+honed_seen=0
+app_seen=0
+prev_step=""
+shown_step=""
+first_step=$(sed -n 's/^check 1 .* step_us \([0-9.]*\) .*/\1/p' "$work/app.log")
 
-say "a faster candidate: validated bit for bit on captured launches, measured, swapped in"
-ctl submit accumulate "$root/examples/candidates/accumulate_fast.cu" --bitwise
-sleep 2
-ctl kernels
+# Lines FROM to TO of FILE (complete lines only: TO was counted before).
+lines_between() {
+  [ "$3" -ge "$2" ] && sed -n "$2,$3p" "$1"
+  return 0
+}
 
-say "the verified variant and its evidence"
-variant=$("$bin/honectl" --socket "$work/hone.sock" variants accumulate --json |
-  sed -n 's/.*"id": "\([0-9a-f]*\)".*/\1/p' | while read -r id; do
-    if "$bin/honectl" --socket "$work/hone.sock" show "$id" --json | grep -q '"state": "verified"'; then
-      echo "$id"
+clip() { local s=$1; [ ${#s} -gt 112 ] && s="${s:0:111}…"; printf '%s' "$s"; }
+print_event() { printf '  %-10s %s\n' "$1" "$(clip "$2")"; }
+event() { flush_group; print_event "$@"; }
+
+# Candidates and verdicts come in runs (a strategy proposes several candidates at once, and they
+# often fare alike): a run of the same kernel, strategy (and verdict) is shown as one line.
+group_tag="" group_key="" group_jobs="" group_count=0 group_text="" group_since=0
+flush_group() {
+  [ -n "$group_tag" ] || return 0
+  local first=${group_jobs%%,*} last=${group_jobs##*,} label more=""
+  if [ "$group_count" -eq 1 ]; then
+    label="job $first"
+  elif [ $((last - first + 1)) -eq "$group_count" ]; then
+    label="jobs $first-$last"
+  else
+    label="jobs $group_jobs"
+  fi
+  [ "$group_tag" = candidate ] && [ "$group_count" -gt 1 ] && more=" (and $((group_count - 1)) more)"
+  print_event "$group_tag" "$label  $group_text$more"
+  group_tag=""
+}
+# TAG KEY JOB TEXT: TEXT of the run's first line stands for the run.
+group_event() {
+  if [ "$1" != "$group_tag" ] || [ "$2" != "$group_key" ]; then
+    flush_group
+    group_tag=$1 group_key=$2 group_jobs="" group_count=0 group_text=$4
+  fi
+  group_jobs+="${group_jobs:+,}$3"
+  group_count=$((group_count + 1))
+  group_since=$SECONDS
+}
+
+# One line of honed's log, shown when it is part of the story.
+honed_line() {
+  local line=$1 level msg
+  [[ $line =~ honed\[[0-9]+\]\ ([a-z]+):\ (.*)$ ]] || return 0
+  level=${BASH_REMATCH[1]}
+  msg=${BASH_REMATCH[2]}
+  msg=$(sed -E 's/[0-9a-f]{32}://g' <<<"$msg") # kernel keys: just the entry name
+  if [[ $msg =~ ^process\ ([0-9]+)\ \((.*)\)\ attached ]]; then
+    event attach "process ${BASH_REMATCH[1]} ($(basename "${BASH_REMATCH[2]}")) attached to honed"
+  elif [[ $msg =~ ^captured\ a\ launch\ of\ (.*) ]]; then
+    event capture "${BASH_REMATCH[1]/ (/: a launch captured (}"
+  elif [[ $msg =~ ^job\ ([0-9]+):\ ([^ ]+)\ candidate\ for\ ([^ ]+)\ \((.*)\)$ ]]; then
+    job_of[${BASH_REMATCH[1]}]="${BASH_REMATCH[3]} ${BASH_REMATCH[2]}"
+    [ "${BASH_REMATCH[2]}" = submit ] && return 0
+    group_event candidate "${BASH_REMATCH[3]} ${BASH_REMATCH[2]}" "${BASH_REMATCH[1]}" \
+      "${BASH_REMATCH[3]}  ${BASH_REMATCH[2]}: ${BASH_REMATCH[4]}"
+  elif [[ $msg =~ ^job\ ([0-9]+):\ queued ]]; then
+    :
+  elif [[ $msg =~ ^job\ ([0-9]+):\ (.*)$ ]]; then
+    local what=${job_of[${BASH_REMATCH[1]}]:-}
+    [[ $what == *" submit" ]] && return 0
+    local job=${BASH_REMATCH[1]} verdict=${BASH_REMATCH[2]%%;*}
+    verdict=${verdict/correct on * captures, but not faster: /}
+    group_event verdict "$what $verdict" "$job" "${what/ /  }: $verdict"
+  elif [[ $msg =~ ^variant\ ([0-9a-f]{12})[0-9a-f]*\ of\ ([^ ]+)\ pushed\ to\ process\ ([0-9]+) ]]; then
+    event swap "${BASH_REMATCH[2]}: variant ${BASH_REMATCH[1]} loaded into process ${BASH_REMATCH[3]}"
+  elif [[ $msg =~ ^variant\ .*not\ serving || $msg =~ ^worker\ [0-9]+\ (killed|exited) ]]; then
+    event "${msg%% *}" "$msg"
+  elif [[ $level != info && $level != debug && $level != trace ]]; then
+    event "$level" "$msg"
+  fi
+}
+
+# One line of the application's output. A check is shown when the device time of a step has
+# changed and held for two checks in a row (a step with a captured launch takes longer: the
+# capture's copies run on the application's stream).
+app_line() {
+  local line=$1
+  if [[ $line =~ ^check\ ([0-9]+)\ iteration\ ([0-9]+)\ .*step_us\ ([0-9.]+)\ ok$ ]]; then
+    local step=${BASH_REMATCH[3]}
+    if [ "$step" = "$prev_step" ] && [ "$step" != "$shown_step" ]; then
+      event app "check ${BASH_REMATCH[1]} (iteration ${BASH_REMATCH[2]}): results ok; a step takes $step us of device time"
+      shown_step=$step
     fi
-  done | head -1)
-ctl show "$variant" | head -32 || true
-echo "  ..."
+    prev_step=$step
+  elif [[ $line =~ MISMATCH|^mismatch ]]; then
+    event app "$line"
+    die "the application reports a mismatch"
+  fi
+}
 
-say "switch it off: every process runs the original within a second; then on again"
-ctl disable accumulate
-sleep 2
-ctl enable accumulate
-sleep 2
-ctl kernels
+follow() {
+  local line n
+  n=$(wc -l <"$work/honed.log")
+  while IFS= read -r line; do
+    honed_line "$line"
+  done < <(lines_between "$work/honed.log" $((honed_seen + 1)) "$n")
+  honed_seen=$n
+  n=$(wc -l <"$work/app.log")
+  while IFS= read -r line; do
+    app_line "$line"
+  done < <(lines_between "$work/app.log" $((app_seen + 1)) "$n")
+  app_seen=$n
+  # A run not continued for a few seconds is over.
+  [ -z "$group_tag" ] || [ $((SECONDS - group_since)) -lt 4 ] || flush_group
+  kill -0 "$honed_pid" 2>/dev/null || die "honed died"
+  [ -z "$app_pid" ] || kill -0 "$app_pid" 2>/dev/null || die "the application stopped by itself"
+}
 
-say "stop the application: it checked every launch on the host"
+# "name launches variant_launches state est_gpu_ns" per kernel, from honectl kernels --json (its
+# keys come in alphabetical order: variant_launches is the last one of a kernel).
+kernel_rows() {
+  ctl kernels --json 2>/dev/null | awk '
+    /^ *"est_gpu_ns":/ { e = $2; gsub(/[^0-9]/, "", e) }
+    /^ *"launches":/ { l = $2; gsub(/[^0-9]/, "", l) }
+    /^ *"name":/ { n = $2; gsub(/[",]/, "", n) }
+    /^ *"state":/ { s = $2; gsub(/[",]/, "", s) }
+    /^ *"variant_launches":/ { v = $2; gsub(/[^0-9]/, "", v); print n, l, v, s, e }' || true
+}
+
+say "what hone does, as it happens (honed's log and the application's checks, filtered)"
+start=$SECONDS
+hot_at=""
+table_shown=""
+served_at=""
+settled_at=""
+declare -A serving
+while :; do
+  follow
+  rows=$(kernel_rows)
+  hot=$(awk -v m="$hot_min" '$2 >= m' <<<"$rows" | wc -l)
+  # The table of hot kernels, shortly after the first one turned hot.
+  [ -n "$hot_at" ] || [ "$hot" -eq 0 ] || hot_at=$SECONDS
+  if [ -n "$hot_at" ] && [ -z "$table_shown" ] && [ $((SECONDS - hot_at)) -ge 2 ]; then
+    table_shown=1
+    flush_group
+    echo
+    echo "  \$ honectl kernels      (hot: launched at least $hot_min times; ranked by estimated GPU time,"
+    echo "                         which shows once the shim has timed a launch: 1 in 100 is timed)"
+    ctl kernels | sed 's/^/    /' || true
+    echo
+  fi
+  while read -r name launches served state est; do
+    if [ "${served:-0}" -gt 0 ] && [ -z "${serving[$name]:-}" ]; then
+      serving[$name]=1
+      event serving "$name: the variant serves the application's launches ($served so far)"
+      [ -n "$served_at" ] || served_at=$SECONDS
+    fi
+  done <<<"$rows"
+  jobs=$(ctl jobs --json 2>/dev/null || true)
+  pending=$(grep -c '"state": "\(waiting\|queued\|running\)"' <<<"$jobs" || true)
+  finished=$(grep -c '"state": "done"' <<<"$jobs" || true)
+  if [ "$pending" -eq 0 ] && [ "$finished" -gt 0 ]; then
+    [ -n "$settled_at" ] || settled_at=$SECONDS
+  else
+    settled_at=""
+  fi
+  # Done: a variant has served for a while and nothing is left to validate, or nothing has been
+  # left to validate for a few seconds (the agent has nothing more to try), or the time is up.
+  if [ -n "$served_at" ] && [ $((SECONDS - served_at)) -ge 8 ] && [ -n "$settled_at" ]; then break; fi
+  if [ -z "$served_at" ] && [ -n "$settled_at" ] && [ $((SECONDS - settled_at)) -ge 5 ]; then break; fi
+  if [ $((SECONDS - start)) -ge "$limit" ]; then
+    echo "  ($limit s passed: stopping here; $pending job(s) still pending)"
+    break
+  fi
+  sleep 1
+done
+follow
+flush_group
+[ -n "$served_at" ] || echo "  (no candidate was verified faster: nothing was swapped, the application runs its own kernels)"
+
+say "a kernel engineer's hand-written conv1d, missing a barrier (a race): honed rejects it"
+echo "\$ honectl submit conv1d examples/mlp/candidates/conv1d_no_barrier.cu --bitwise"
+ctl submit conv1d "$root/examples/mlp/candidates/conv1d_no_barrier.cu" --bitwise --wait 60 |
+  sed 's/^/  /' || true
+follow
+flush_group
+
+say "honectl status   (while the application runs; its list of variants: below, per kernel)"
+ctl status --top 5 | awk '/^Variants$/ { skip = 1; next } /^Agent$/ { skip = 0 } !skip { print "  " $0 }'
+# The kernels whose variants serve now, else the hottest one.
+swapped=$(kernel_rows | awk '$3 > 0 { print $1 }')
+[ -n "$swapped" ] || swapped=$(kernel_rows | awk 'NR == 1 { print $1 }')
+
+say "stop the application: its results must be what they were without hone"
 touch "$work/stop"
-wait "$app_pid" && status=0 || status=$?
+status=0
+wait "$app_pid" || status=$?
 app_pid=""
-tail -1 "$work/app.log"
-if [ "$status" -ne 0 ]; then
-  echo "demo: the application failed (exit $status)" >&2
-  exit 1
+follow
+grep -E '^check ' "$work/app.log" | tail -1 | sed 's/^/  last check: /'
+final=$(tail -1 "$work/app.log")
+echo "  $final"
+last_step=$(grep -E '^check ' "$work/app.log" | tail -1 | sed -n 's/.* step_us \([0-9.]*\) .*/\1/p')
+if [ -n "$first_step" ] && [ -n "$last_step" ]; then
+  awk -v a="$first_step" -v b="$last_step" 'BEGIN {
+    printf "  device time of one step (modeled): %.2f us at the start, %.2f us at the end (%.2fx)\n",
+           a, b, (b > 0 ? a / b : 0) }'
 fi
+[ "$status" -eq 0 ] && [[ $final == *"result ok" ]] || die "the application failed (exit $status): $final"
 
-say "what honed logged"
-grep -E "job|variant|captured|worker" "$work/honed.log" | cut -c25- | head -30
+for k in $swapped; do
+  say "honectl variants $k"
+  ctl variants "$k" | sed 's/^/  /'
+  id=$(ctl variants "$k" --json | awk '
+    /^ *"id":/ { i = $2; gsub(/[",]/, "", i) }
+    /^ *"state":/ { if ($2 ~ /"verified"/ && !found++) print i }')
+  if [ -n "$id" ]; then
+    say "honectl show ${id:0:12}   (the evidence behind the swap, in short)"
+    ctl show "$id" | awk '/^Evidence/ { evidence = 1; print "  evidence"; next }
+      !evidence { print "  " $0 }
+      evidence && /^    "(description|comparison|captures_used|original_ns|candidate_ns)"/ {
+        sub(/^ +/, ""); sub(/,$/, ""); print "    " $0 }'
+  fi
+done
+kill -0 "$honed_pid" 2>/dev/null || die "honed died"
+printf '\n%sdemo ok%s (%d s): the application ran under hone and its results never changed\n' \
+  "$bold" "$plain" "$SECONDS"
