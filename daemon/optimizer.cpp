@@ -732,6 +732,14 @@ agent::KernelTask Optimizer::task_for(const KernelKey& key, const Work& w) const
   t.source = w.source;
   for (const auto& c : w.captures) t.captures.push_back(c.meta);
   if (!w.captures.empty()) t.arch = w.captures.front().meta.arch;
+  // The device as a process running the kernel named it (the prompt of the LLM strategy).
+  if (auto p = process_with(key)) {
+    const auto& procs = m_registry.processes();
+    if (auto it = procs.find(p->first); it != procs.end()) {
+      t.device = it->second.hello.device_name;
+      if (t.arch.empty()) t.arch = it->second.hello.arch;
+    }
+  }
   return t;
 }
 

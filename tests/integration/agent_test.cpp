@@ -3,6 +3,7 @@
 // worker validates and measures them, and a verified variant is swapped in — serving only the
 // launches its guard admits. The application checks every launch on the host throughout.
 #include "daemon_process.hpp"
+#include "llm_server.hpp"
 
 #include <gtest/gtest.h>
 
@@ -89,6 +90,18 @@ void print_jobs(Ctl& ctl) {
   }
 }
 
+// hone-testapp-serve under the shim: accumulate(out, in, n, reps), every launch checked.
+AppOptions serve_app(const std::string& socket) {
+  AppOptions o = spec_app(socket, {"--n", "1024", "--reps", "4096"});
+  o.program = std::string(HONE_TESTAPP_DIR) + "/hone-testapp-serve";
+  return o;
+}
+
+// A fenced reply as a model writes it.
+std::string fenced(const std::string& code) {
+  return "Here is a faster version.\n\n```cuda\n" + code + "```\n";
+}
+
 // Launches in `out` with `rounds` ("rounds R launches L").
 long launches_with(const std::string& out, int rounds) {
   std::smatch m;
@@ -170,4 +183,87 @@ TEST(Agent, SpecializationServesOnlyWhileTheArgumentKeepsItsValue) {
   json jobs = ctl.request({{"cmd", "jobs"}});
   EXPECT_TRUE(jobs["result"]["jobs"].empty()) << jobs.dump(2);
   expect_correct(app);
+}
+
+// The LLM strategy against a scripted OpenAI-compatible endpoint on loopback (a test double: no
+// model here). Its first answer is an HTTP 500 that echoes the Authorization header; the retry
+// gets a wrong kernel, whose mismatch goes back to the model; the third answer is right and
+// faster: verified by the worker and served. The key never appears in honed's log or status.
+TEST(Agent, LlmCandidateIsFedItsMismatchAndFixedOnTheNextTurn) {
+  LlmServer llm;
+  const std::string key = "sk-hone-test-3b8f0c7d21";
+  const std::string wrong =
+      R"(extern "C" __global__ void hone_candidate(int* out, const int* in, int n, int reps)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    out[i] = in[i] * reps + 1;
+}
+)";
+  const std::string right =
+      R"(extern "C" __global__ void hone_candidate(int* out, const int* in, int n, int reps)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    out[i] = in[i] * reps;
+}
+)";
+  LlmResponse echo;
+  echo.status = 500;
+  echo.body = R"({"error": {"message": "overloaded"}})";
+  echo.echo_authorization = true;
+  llm.push(echo);
+  llm.push(LlmResponse::chat(fenced(wrong), 900));
+  llm.push(LlmResponse::chat(fenced(right), 900));
+
+  DaemonOptions o;
+  o.config = agent_config("[agent.llm]\nenabled = true\nbase_url = \"" + llm.base_url() +
+                          "\"\nmodel = \"scripted\"\napi_key_env = \"HONE_TEST_LLM_KEY\"\n"
+                          "max_turns = 3\nrequest_timeout_s = 30\n");
+  o.env.emplace("HONE_TEST_LLM_KEY", key);
+  o.env.emplace("HONE_EMU_INSTRUCTION_BUDGET", "400000000");
+  auto started = DaemonProcess::start(std::move(o));
+  ASSERT_TRUE(started) << started.error().message;
+  auto d = std::move(*started);
+  BackgroundApp app(serve_app(d->socket()));
+  Ctl ctl(d->socket());
+
+  json variant;
+  ASSERT_TRUE(wait_for(
+      [&] { return !(variant = verified_variant(ctl, "accumulate", "llm")).is_null(); }, 300s))
+      << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
+  EXPECT_GT(variant.value("speedup", 0.0), 1.05) << variant.dump(2);
+  print_jobs(ctl);
+
+  // The model was asked three times, with the key, and told what was wrong with its kernel.
+  std::vector<LlmRequest> requests = llm.requests();
+  ASSERT_GE(requests.size(), 3u);
+  for (const auto& r : requests) {
+    EXPECT_EQ(r.path, "/v1/chat/completions");
+    EXPECT_EQ(r.headers.at("authorization"), "Bearer " + key);
+  }
+  EXPECT_NE(requests[0].body.find("accumulate"), std::string::npos) << requests[0].body;
+  EXPECT_NE(requests[0].body.find("Device: hone emulated device (sm_90)"), std::string::npos)
+      << requests[0].body;
+  EXPECT_NE(requests[2].body.find("differ from the original"), std::string::npos)
+      << requests[2].body;
+  EXPECT_NE(requests[2].body.find("element 0: got "), std::string::npos) << requests[2].body;
+  // The LLM job that failed said why: a mismatch.
+  json jobs = ctl.request({{"cmd", "jobs"}});
+  bool mismatch = false;
+  for (const auto& j : jobs["result"]["jobs"]) {
+    mismatch |= j.value("strategy", "") == "llm" && j.value("verdict", "") == "mismatch";
+  }
+  EXPECT_TRUE(mismatch) << jobs.dump(2);
+
+  json k;
+  EXPECT_TRUE(
+      wait_for([&] { return count(k = ctl.kernel("accumulate"), "variant_launches") > 5; }, 60s))
+      << k.dump(2);
+  expect_correct(app);
+  json status = ctl.request({{"cmd", "status"}});
+  EXPECT_EQ(status.dump().find(key), std::string::npos);
+  EXPECT_EQ(d->log().find(key), std::string::npos) << "the API key is in honed's log";
+  EXPECT_NE(d->log().find("[redacted]"), std::string::npos)
+      << "the echoed key should show up redacted: " << d->log();
 }
