@@ -425,6 +425,15 @@ std::string Daemon::metrics_text() const {
          double(m_counters.control_requests));
   metric("hone_config_reloads_total", "counter", "Configuration reloads (SIGHUP).",
          double(m_counters.reloads));
+  if (m_optimizer) {
+    json w = m_optimizer->workers_json();
+    metric("hone_worker_busy_seconds_total", "counter",
+           "Seconds the validation worker spent on jobs (its share of the GPU).",
+           w.value("busy_seconds", 0.0));
+    metric("hone_worker_paused", "gauge",
+           "1 while validation waits because the applications keep the GPU busy.",
+           w.value("paused", false) ? 1 : 0);
+  }
   if (m_store) {
     metric("hone_store_size_bytes", "gauge", "Size of the RocksDB store.",
            double(m_store->size_bytes()));

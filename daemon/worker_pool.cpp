@@ -152,10 +152,18 @@ double WorkerPool::job_seconds(uint64_t job) {
   return s;
 }
 
+double WorkerPool::active_seconds() const {
+  if (m_first_start == std::chrono::steady_clock::time_point{}) return 0;
+  auto end = m_current ? std::chrono::steady_clock::now() : m_last_end;
+  return std::chrono::duration<double>(end - m_first_start).count();
+}
+
 void WorkerPool::job_ended(uint64_t job) {
   auto now = std::chrono::steady_clock::now();
   double seconds = std::chrono::duration<double>(now - m_busy_since).count();
   m_job_seconds[job] = seconds;
+  m_busy_total += seconds;
+  m_last_end = now;
   while (m_job_seconds.size() > 1024) m_job_seconds.erase(m_job_seconds.begin());
   double share = std::clamp(m_settings.gpu_share, 0.01, 1.0);
   m_not_before = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -183,6 +191,7 @@ void WorkerPool::dispatch() {
   }
   m_current = job;
   m_busy_since = std::chrono::steady_clock::now();
+  if (m_first_start == std::chrono::steady_clock::time_point{}) m_first_start = m_busy_since;
   wire::Writer w;
   w.u64(job);
   m_conn->send(proto::frame(proto::MsgType::job, uint32_t(job), w, proto::k_flag_fd),

@@ -46,6 +46,10 @@ public:
   // While paused (the applications keep the GPU busy) no job starts; the queue waits.
   void set_paused(bool paused);
   bool paused() const { return m_paused; }
+  // Seconds the worker spent on finished jobs, and from the start of the first job to the end of
+  // the last (now, while one runs): their ratio is the share of the GPU validation took.
+  double busy_seconds() const { return m_busy_total; }
+  double active_seconds() const;
   // Seconds the worker spent on `job` (0 when unknown); forgotten once asked.
   double job_seconds(uint64_t job);
 
@@ -77,6 +81,9 @@ private:
   std::chrono::steady_clock::time_point m_not_before;
   std::chrono::steady_clock::time_point m_busy_since;
   std::map<uint64_t, double> m_job_seconds;
+  double m_busy_total = 0;
+  std::chrono::steady_clock::time_point m_first_start; // of the first job ever dispatched
+  std::chrono::steady_clock::time_point m_last_end;    // of the last job that ended
   bool m_paused = false;
   uint64_t m_started = 0;
   uint64_t m_lost = 0;

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <csignal>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -266,4 +268,64 @@ TEST(Agent, LlmCandidateIsFedItsMismatchAndFixedOnTheNextTurn) {
   EXPECT_EQ(d->log().find(key), std::string::npos) << "the API key is in honed's log";
   EXPECT_NE(d->log().find("[redacted]"), std::string::npos)
       << "the echoed key should show up redacted: " << d->log();
+}
+
+// The agent keeps to its share of the GPU: while the applications' load is above
+// optimizer.pause_load no validation job starts (the queue waits), and once resumed the worker
+// is busy at most about optimizer.gpu_share of the time.
+TEST(Agent, ValidationPausesUnderLoadAndKeepsToItsShare) {
+  // pause_load far below what any application shows: validation pauses as soon as the shim's
+  // first timed launches are reported.
+  auto text = [](const std::string& pause_load, const std::string& gpu_share) {
+    std::string t = agent_config();
+    std::string share = "gpu_share = 1.0";
+    t.replace(t.find(share), share.size(),
+              "gpu_share = " + gpu_share + "\npause_load = " + pause_load);
+    return t;
+  };
+  // Back to back while not paused: three seconds would see several jobs end.
+  auto d = start_daemon(text("0.000001", "1.0"));
+  ASSERT_TRUE(d);
+  AppOptions o = serve_app(d->socket());
+  o.env["HONE_SAMPLE_EVERY"] = "1"; // every launch timed: the load is known at once
+  BackgroundApp app(o);
+  Ctl ctl(d->socket());
+  auto workers = [&] { return ctl.request({{"cmd", "status"}})["result"]["workers"]; };
+  auto jobs_in = [&](const char* state) {
+    json all = ctl.request({{"cmd", "jobs"}})["result"]["jobs"]; // a copy: the reply is a temporary
+    return size_t(std::count_if(all.begin(), all.end(),
+                                [&](const json& j) { return j.value("state", "") == state; }));
+  };
+  ASSERT_TRUE(wait_for([&] { return workers().value("paused", false); }, 60s)) << d->log();
+  ASSERT_TRUE(wait_for([&] { return jobs_in("queued") >= 2; }, 60s))
+      << ctl.request({{"cmd", "jobs"}}).dump(2);
+  size_t done = jobs_in("done");
+  std::this_thread::sleep_for(3s);
+  // At most the job the worker had when the pause began ended; nothing new started.
+  EXPECT_LE(jobs_in("done"), done + 1) << ctl.request({{"cmd", "jobs"}}).dump(2);
+  EXPECT_TRUE(workers().value("paused", false));
+
+  // Resumed (pause_load = 0: never pause) by a reload, the queue drains within the GPU share.
+  d->write_config(text("0", "0.34"));
+  d->signal(SIGHUP);
+  ASSERT_TRUE(wait_for(
+      [&] {
+        json all = ctl.request({{"cmd", "jobs"}})["result"]["jobs"];
+        return all.size() >= 6 && std::all_of(all.begin(), all.end(), [](const json& j) {
+                 return j.value("state", "") == "done";
+               });
+      },
+      240s))
+      << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
+  json w = workers();
+  EXPECT_FALSE(w.value("paused", true)) << w.dump();
+  double busy = w.value("busy_seconds", 0.0), active = w.value("active_seconds", 0.0);
+  ASSERT_GT(busy, 0) << w.dump();
+  ASSERT_GT(active, 0) << w.dump();
+  std::printf("worker busy %.2f s of %.2f s (%.0f%%; gpu_share 34%%)\n", busy, active,
+              100 * busy / active);
+  // After each job of T s the next waits T(1 - s)/s: over six jobs or more the busy share stays
+  // within 30% of s (the last job's wait is not in the span).
+  EXPECT_LE(busy / active, 0.34 * 1.3) << w.dump();
+  expect_correct(app);
 }
