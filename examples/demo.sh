@@ -13,6 +13,8 @@
 #
 #   examples/demo.sh [BUILD_DIR]    (default build: relative to the repository root, or absolute)
 #   DEMO_SECONDS=120                the longest the demo waits for hone to finish its work
+#   DEMO_DRIVER=libcuda.so.1        run on a real GPU with this driver instead of the emulated
+#                                   device (tests/gpu/run.sh); times are then the GPU's own
 #
 # Exit status 0 when the application ends with every check matching; 1 when it reports a mismatch
 # or fails, when honed dies, or when a part of the build is missing.
@@ -24,7 +26,17 @@ bin="$out/bin"
 emu="$out/lib/emu"
 shim="$out/lib/libhone.so"
 app="$bin/hone-example-mlp"
-for f in "$bin/honed" "$bin/honectl" "$emu/libcuda.so.1" "$shim" "$app"; do
+# The device: the emulated one (the driver in BUILD/lib/emu, first on LD_LIBRARY_PATH), or with
+# DEMO_DRIVER the real driver the system has.
+if [ -n "${DEMO_DRIVER:-}" ]; then
+  driver=$DEMO_DRIVER device="the GPU (driver $DEMO_DRIVER)" app_libs=${LD_LIBRARY_PATH:-} runs=21
+  runs_why="the default: a GPU's times vary"
+else
+  driver=$emu/libcuda.so.1 device="the emulated device" app_libs=$emu runs=11
+  runs_why="default 21: the emulated device's modeled times do not vary"
+  [ -e "$driver" ] || { echo "demo: $driver is missing: build first (make build)" >&2; exit 1; }
+fi
+for f in "$bin/honed" "$bin/honectl" "$shim" "$app"; do
   [ -e "$f" ] || { echo "demo: $f is missing: build first (make build)" >&2; exit 1; }
 done
 limit=${DEMO_SECONDS:-120}
@@ -60,16 +72,16 @@ report_interval_ms = 250   # shims report every 250 ms (default 2000)
 [store]
 state_dir = "$work/state"
 [worker]
-driver = "$emu/libcuda.so.1"   # the emulated device; on a GPU server: libcuda.so.1
+driver = "$driver"   # $device
 [optimizer]
 hot_min_launches = $hot_min      # default 100
 gpu_share = 1.0            # validate back to back (default 0.25 leaves the GPU to the applications)
 [validation]
-runs = 11                  # default 21: the emulated device's modeled times do not vary
+runs = $runs                  # $runs_why
 warmup = 1
 TOML
 
-say "honed: the daemon (state in a temporary directory, its worker on the emulated device)"
+say "honed: the daemon (state in a temporary directory, its worker on $device)"
 "$bin/honed" --config "$work/hone.toml" --log-level info >"$work/honed.log" 2>&1 &
 honed_pid=$!
 for _ in $(seq 100); do [ -S "$work/hone.sock" ] && break; sleep 0.1; done
@@ -79,7 +91,7 @@ sed -n 's/^\([a-z_]*\) = \([^#]*[^ #]\) *# \(.*\)/  \1 = \2   (\3)/p' "$work/hon
 
 say "the application: an ordinary CUDA program, unmodified, under LD_PRELOAD=libhone.so"
 echo "\$ LD_PRELOAD=libhone.so hone-example-mlp"
-HONE_SOCKET="$work/hone.sock" LD_PRELOAD="$shim" LD_LIBRARY_PATH="$emu" \
+HONE_SOCKET="$work/hone.sock" LD_PRELOAD="$shim" LD_LIBRARY_PATH="$app_libs" \
   "$app" --seconds 600 --check-every 20 --stop-file "$work/stop" >"$work/app.log" 2>&1 &
 app_pid=$!
 for _ in $(seq 100); do grep -q '^check 1 ' "$work/app.log" 2>/dev/null && break; sleep 0.1; done
