@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <csignal>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -165,6 +166,16 @@ TEST(Agent, SpecializationServesOnlyWhileTheArgumentKeepsItsValue) {
     std::string out = expect_correct(app);
     EXPECT_GT(launches_with(out, 64), 0) << out;
     EXPECT_GT(launches_with(out, 48), 20) << out;
+    // The ranking learned from the verdicts: specialization earned more per GPU-second than the
+    // re-JIT sweep, whose four candidates were all not faster.
+    json strategies = ctl.request({{"cmd", "status"}})["result"]["agent"]["strategies"];
+    std::map<std::string, json> by_id;
+    for (const auto& st : strategies) by_id[st.value("id", "")] = st;
+    EXPECT_EQ(by_id["specialize"].value("verified", 0), 1) << strategies.dump(2);
+    EXPECT_EQ(by_id["rejit"].value("verified", 1), 0) << strategies.dump(2);
+    EXPECT_GT(by_id["specialize"].value("expected_gain_per_gpu_second", 0.0),
+              by_id["rejit"].value("expected_gain_per_gpu_second", 1.0))
+        << strategies.dump(2);
     // Every strategy was tried once for this kernel, and remembered.
     json tried = ctl.kernel("mix_rounds")["tried"];
     EXPECT_NE(std::find(tried.begin(), tried.end(), "specialize"), tried.end()) << tried.dump();
