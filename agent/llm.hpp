@@ -36,6 +36,9 @@ struct LlmSettings {
   uint32_t concurrency = 2;                 // requests in flight over all sessions of the strategy
   uint64_t max_reply_bytes = 1 << 20;       // a larger HTTP body is refused
   double temperature = 0.2;
+  // What the validation holds candidates to, as the prompt tells the model ([validation]).
+  double f32_rel = 1e-5;
+  double min_speedup = 1.05;
 };
 
 // The API key: the value of the environment variable named `api_key_env`, or the contents of

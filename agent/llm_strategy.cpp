@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -48,10 +50,23 @@ How your kernel is used:
 - It is compiled on its own by NVRTC for that GPU: one source, no other files, no host code. It may define device functions, constants and types, and must define exactly one kernel, extern "C" __global__ void hone_candidate(...), taking the same parameters as the original, in the same order, with the same types and sizes.
 - It replaces the original at run time: it is launched with the original's arguments, grid, block and dynamic shared memory size. It cannot change the launch configuration.
 - The observed launches below are examples, not promises: the kernel must be correct for any launch the original handles (other sizes, other scalar values), unless a shape is stated as guaranteed.
-- Before it is used it is validated on real captured inputs: after each launch every buffer the kernel can reach is compared with the original's. Floating-point elements may differ within a small tolerance (about 1e-5 relative for float), so reordering sums or fusing multiply-adds is fine, but lower precision (half precision, __expf-style intrinsics, fast math) is usually not. Integers and all other bytes must be equal, including bytes the original leaves untouched. It runs twice on the same input and both runs must agree, so races and order-dependent floating-point atomics are rejected. Accesses outside the buffers are rejected.
-- It is then benchmarked against the original on the same input and kept only when measurably faster (by a configured margin, 5% by default).
+- Before it is used it is validated on real captured inputs: after each launch every buffer the kernel can reach is compared with the original's. Floating-point elements may differ within a small tolerance (about {F32_REL} relative for float), so reordering sums or fusing multiply-adds is fine, but lower precision (half precision, __expf-style intrinsics, fast math) is usually not. Integers and all other bytes must be equal, including bytes the original leaves untouched. It runs twice on the same input and both runs must agree, so races and order-dependent floating-point atomics are rejected. Accesses outside the buffers are rejected.
+- It is then benchmarked against the original on the same input and kept only when measurably faster (by at least {MARGIN}% beyond the measurement noise).
 
 Answer with exactly one fenced code block marked ```cuda that holds the complete source, and at most a few sentences outside it. After each answer you will be told whether it compiled, matched and how fast it was; then fix it or make it faster.)";
+
+// The system prompt with this host's validation settings in place of its placeholders.
+std::string system_prompt(const LlmSettings& s) {
+  std::string text(k_system_prompt);
+  auto put = [&](std::string_view name, const std::string& value) {
+    if (auto at = text.find(name); at != std::string::npos) text.replace(at, name.size(), value);
+  };
+  char rel[32];
+  std::snprintf(rel, sizeof rel, "%g", s.f32_rel);
+  put("{F32_REL}", rel);
+  put("{MARGIN}", std::to_string(int(std::lround((s.min_speedup - 1) * 100))));
+  return text;
+}
 
 constexpr std::string_view k_answer_form =
     "Answer with exactly one ```cuda block holding the complete source, with one "
@@ -771,7 +786,7 @@ private:
 
     Plan plan;
     plan.label = entry;
-    plan.opening = {{"system", std::string(k_system_prompt)}, {"user", std::move(user)}};
+    plan.opening = {{"system", system_prompt(s)}, {"user", std::move(user)}};
     uint64_t prompt_tokens =
         (plan.opening[0].content.size() + plan.opening[1].content.size()) / k_bytes_per_token;
     if (prompt_tokens + s.max_reply_tokens > s.token_budget_per_kernel) {

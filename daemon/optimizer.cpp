@@ -110,8 +110,11 @@ void Optimizer::set_config(const config::Config& config) {
 
 void Optimizer::configure_llm() {
   const config::LlmConfig& c = m_config.agent.llm;
-  if (m_llm_config && *m_llm_config == c) return; // unchanged: running sessions go on
+  // Unchanged (the section, and the validation settings the prompt quotes): sessions go on.
+  auto quoted = std::make_pair(m_config.validation.f32_rel, m_config.validation.min_speedup);
+  if (m_llm_config && *m_llm_config == c && m_llm_quoted == quoted) return;
   m_llm_config = c;
+  m_llm_quoted = quoted;
   // Sessions already started keep their own client; new kernels get the new settings.
   std::erase_if(m_strategies, [](const auto& s) { return s->id() == "llm"; });
   m_llm_state = "off (agent.llm.enabled = false)";
@@ -136,6 +139,8 @@ void Optimizer::configure_llm() {
   s.concurrency = c.concurrency;
   s.max_reply_bytes = c.max_reply_bytes;
   s.temperature = c.temperature;
+  s.f32_rel = m_config.validation.f32_rel;
+  s.min_speedup = m_config.validation.min_speedup;
   m_strategies.push_back(agent::make_llm_strategy(std::move(s)));
   m_llm_state = "on: model " + c.model + " at " + c.base_url;
   spdlog::info("the LLM strategy is on: model {} at {}", c.model, c.base_url);

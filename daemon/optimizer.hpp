@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hone::daemon {
@@ -148,6 +149,7 @@ private:
   // The LLM strategy follows [agent.llm]: (re)made when the section changes.
   void configure_llm();
   std::optional<config::LlmConfig> m_llm_config;
+  std::pair<double, double> m_llm_quoted; // validation.f32_rel, min_speedup in its prompt
   std::string m_llm_state; // for status: on (model, endpoint) or why it is off
   std::map<std::string, StrategyStats> m_strategy_stats;
   double expected_gain_per_second(const agent::Strategy& s) const;

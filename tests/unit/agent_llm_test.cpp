@@ -237,6 +237,24 @@ TEST(LlmStrategy, PromptTooLargeForTheBudgetIsNotTried) {
   EXPECT_TRUE(server.requests().empty());
 }
 
+// The model is told this host's validation settings, not generic ones.
+TEST(LlmStrategy, PromptQuotesTheValidationSettings) {
+  LlmServer server;
+  server.push(LlmResponse::chat(kernel_reply()));
+  LlmSettings s = settings(server);
+  s.f32_rel = 1e-4;
+  s.min_speedup = 1.10;
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+  ASSERT_EQ(next_candidates(*session).size(), 1u) << session->state();
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  std::string system = body(requests[0])["messages"][0]["content"];
+  EXPECT_TRUE(contains(system, "about 0.0001 relative for float")) << system;
+  EXPECT_TRUE(contains(system, "by at least 10% beyond the measurement noise")) << system;
+  EXPECT_FALSE(contains(system, "{F32_REL}")) << system;
+}
+
 TEST(LlmStrategy, GoodReplyBecomesACandidate) {
   LlmServer server;
   server.push(LlmResponse::chat(kernel_reply()));
