@@ -137,10 +137,20 @@ std::string format(Display d, uint32_t size, uint64_t bits) {
   case Display::s64:
     return std::to_string(int64_t(bits));
   case Display::u8:
+    return std::to_string(bits);
   case Display::u16:
   case Display::u32:
-  case Display::u64:
-    return std::to_string(bits);
+  case Display::u64: {
+    // PTX types a C int as .u32 more often than not: with the top bit set, the signed reading
+    // is what the source means as often as the unsigned one.
+    std::string text = std::to_string(bits);
+    uint32_t width = size * 8;
+    if (width >= 16 && width <= 64 && (bits >> (width - 1) & 1)) {
+      int64_t as_signed = width == 64 ? int64_t(bits) : int64_t(bits) - (int64_t(1) << width);
+      text += " (signed " + std::to_string(as_signed) + ")";
+    }
+    return text;
+  }
   case Display::bytes:
     std::snprintf(buf, sizeof buf, "0x%02x", unsigned(bits & 0xFF));
     return buf;

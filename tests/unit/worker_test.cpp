@@ -454,6 +454,23 @@ TEST(WorkerAnalysis, PointerUsesRecordTheirElementTypes) {
   EXPECT_EQ(worker::element_type({ptx::Type::f32, ptx::Type::b32}).dtype, worker::Dtype::exact);
 }
 
+// A C int is usually a .u32 in PTX: a mismatch on a negative value also reads as signed.
+TEST(WorkerCompare, UnsignedElementsWithTheTopBitSetAlsoReadAsSigned) {
+  using namespace hone::worker;
+  auto bytes = [](std::vector<uint32_t> v) {
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+  };
+  CompareSpec spec;
+  spec.type = {Dtype::exact, Display::u32, 4};
+  std::string want = bytes({1, 0xfffffffeu}), got = bytes({1, 0xffffffffu});
+  Difference d = compare(want, got, spec);
+  EXPECT_EQ(describe(d),
+            "element 1: got 4294967295 (signed -1), want 4294967294 (signed -2) (1 of 2 elements "
+            "differ)");
+  d = compare(bytes({7}), bytes({9}), spec);
+  EXPECT_EQ(describe(d), "element 0: got 9, want 7 (1 of 1 elements differ)");
+}
+
 TEST(WorkerJitOptions, NamesMapToCUjitOptions) {
   auto ok = cuda::parse_jit_options(
       {"MAX_REGISTERS=32", "OPTIMIZATION_LEVEL=3", "CU_JIT_THREADS_PER_BLOCK=128"});
