@@ -241,6 +241,29 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
     m_optimizer->kernel_switched(mk->record.key);
     return done(kernel_json(*mk));
   }
+  if (cmd == "retry") {
+    // The agent does not redo what it tried for a kernel (the record's `tried`); an operator who
+    // changed something (enabled the LLM, a new model, a new driver) asks it to try again.
+    std::string why;
+    const KernelInfo* k = m_registry.find(target(), &why);
+    if (!k) return fail(why);
+    KernelInfo* mk = m_registry.kernel(k->record.key);
+    if (req.contains("strategy") && !req["strategy"].is_string()) {
+      return fail("retry: strategy must be a string (a strategy id)");
+    }
+    std::string strategy = req.value("strategy", "");
+    auto& tried = mk->record.tried;
+    if (!strategy.empty() && std::find(tried.begin(), tried.end(), strategy) == tried.end()) {
+      return fail("strategy " + strategy + " has not tried " + mk->record.key.entry +
+                  " (tried: " + (tried.empty() ? std::string("none") : json(tried).dump()) + ")");
+    }
+    std::erase_if(tried, [&](const std::string& t) { return strategy.empty() || t == strategy; });
+    mk->dirty = true;
+    if (auto r = m_registry.flush(); !r) return fail(r.error().message);
+    spdlog::info("kernel {}: the agent will try {} again", mk->record.key.str(),
+                 strategy.empty() ? std::string("every strategy") : strategy);
+    return done(kernel_json(*mk));
+  }
   if (cmd == "submit") {
     std::string why;
     const KernelInfo* k = m_registry.find(target(), &why);

@@ -53,6 +53,8 @@ struct Options {
   bool bitwise = false, no_wait = false;
   std::vector<uint32_t> block;
   double wait_s = 600;
+  // retry
+  std::string strategy;
 };
 
 // A failure: the message goes to stderr, the code becomes the exit status.
@@ -483,6 +485,26 @@ int cmd_show(const Options& o) {
   return k_exit_ok;
 }
 
+int cmd_retry(const Options& o) {
+  auto s = connect(o);
+  if (!s) return fail(s.error());
+  auto target = resolve_target(*s, o.target);
+  if (!target) return fail(target.error());
+  json req{{"cmd", "retry"}, {"target", *target}};
+  if (!o.strategy.empty()) req["strategy"] = o.strategy;
+  auto r = s->request(req);
+  if (!r) return fail(r.error());
+  if (o.json) {
+    print_json(*r);
+    return k_exit_ok;
+  }
+  std::cout << "kernel " << demangle(str(*r, "name")) << " (" << str(*r, "key")
+            << "): the agent will try "
+            << (o.strategy.empty() ? std::string("every strategy") : o.strategy)
+            << " again while it is hot\n";
+  return k_exit_ok;
+}
+
 int cmd_switch(const Options& o, const std::string& cmd) {
   auto s = connect(o);
   if (!s) return fail(s.error());
@@ -811,6 +833,15 @@ int main(int argc, char** argv) {
   evict->add_option("TARGET", o.target, target_help)->required();
   json_opt(evict, "Print the daemon's JSON");
 
+  auto* retry = add("retry", "Let the agent try a kernel again (it never redoes a strategy on its "
+                             "own, not even after a restart)");
+  retry->add_option("KERNEL", o.target, "the kernel: its name, if unambiguous, or its key")
+      ->required();
+  retry->add_option("--strategy", o.strategy,
+                    "only this strategy (specialize, launch_bounds, readonly, rejit, llm); "
+                    "default: every one");
+  json_opt(retry, "Print the daemon's JSON");
+
   auto* exp = add("export", "Write the verified variants to FILE (for `honectl import` elsewhere)");
   exp->add_option("FILE", o.file, "the file to write (mode 0644)")->required();
   exp->add_option("--arch", o.arch, "only variants for this architecture, e.g. sm_90");
@@ -889,6 +920,7 @@ int main(int argc, char** argv) {
   if (disable->parsed()) return cmd_switch(o, "disable");
   if (enable->parsed()) return cmd_switch(o, "enable");
   if (evict->parsed()) return cmd_switch(o, "evict");
+  if (retry->parsed()) return cmd_retry(o);
   if (exp->parsed()) return cmd_export(o);
   if (imp->parsed()) return cmd_import(o);
   if (metrics->parsed()) return cmd_metrics(o);

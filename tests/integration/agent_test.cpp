@@ -195,6 +195,26 @@ TEST(Agent, SpecializationServesOnlyWhileTheArgumentKeepsItsValue) {
   std::this_thread::sleep_for(2s); // time for the optimizer to start work, had it any
   json jobs = ctl.request({{"cmd", "jobs"}});
   EXPECT_TRUE(jobs["result"]["jobs"].empty()) << jobs.dump(2);
+
+  // Unless an operator asks for it: `honectl retry` lets one strategy try again.
+  RunResult bad =
+      run_honectl({"retry", "mix_rounds", "--strategy", "llm", "--socket", d->socket()});
+  EXPECT_NE(bad.exit_code, 0) << bad.out;
+  EXPECT_NE(bad.err.find("strategy llm has not tried mix_rounds"), std::string::npos) << bad.err;
+  RunResult retry =
+      run_honectl({"retry", "mix_rounds", "--strategy", "launch_bounds", "--socket", d->socket()});
+  EXPECT_EQ(retry.exit_code, 0) << retry.out << retry.err;
+  EXPECT_NE(retry.out.find("the agent will try launch_bounds again"), std::string::npos)
+      << retry.out;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        json all = ctl.request({{"cmd", "jobs"}})["result"]["jobs"];
+        return !all.empty() && std::all_of(all.begin(), all.end(), [](const json& j) {
+          return j.value("strategy", "") == "launch_bounds" && j.value("state", "") == "done";
+        });
+      },
+      120s))
+      << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
   expect_correct(app);
 }
 
