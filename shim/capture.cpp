@@ -6,6 +6,7 @@
 #include "shim/reporter.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -40,14 +41,30 @@ constexpr uint32_t k_max_params = 1024;
 
 struct Pending {
   Capture capture;
-  void* host = nullptr;     // pinned copy of the data
-  void* event = nullptr;    // recorded after the last copy
+  void* host = nullptr;  // pinned copy of the data
+  void* event = nullptr; // recorded after the last copy
+  CUctx context = nullptr;
+};
+
+// Pinned memory and an event a collected capture no longer needs.
+struct Spent {
+  void* host = nullptr;
+  void* event = nullptr;
   CUctx context = nullptr;
 };
 
 std::mutex g_mutex;
 std::vector<Pending>* g_pending = new std::vector<Pending>(); // never freed: used during exit
 std::vector<CaptureReady>* g_refused = new std::vector<CaptureReady>();
+std::vector<Spent>* g_spent = new std::vector<Spent>(); // for capture_release()
+// Launches being captured right now (claimed, not yet pending or refused).
+std::atomic<uint32_t> g_capturing{0};
+struct Capturing {
+  Capturing() { g_capturing.fetch_add(1, std::memory_order_relaxed); }
+  ~Capturing() { g_capturing.fetch_sub(1, std::memory_order_release); }
+  Capturing(const Capturing&) = delete;
+  Capturing& operator=(const Capturing&) = delete;
+};
 
 bool claim(KernelRecord* r) {
   uint32_t p = r->capture_pending.load(std::memory_order_relaxed);
@@ -86,6 +103,7 @@ void refuse(KernelRecord* r, uint64_t request, CaptureStatus status, std::string
 int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
                    const std::function<int()>& launch) {
   if (!claim(r)) return launch();
+  Capturing capturing_now; // until this capture is pending or refused
   uint64_t request, max_bytes;
   bool outputs;
   {
@@ -98,10 +116,12 @@ int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
   auto range = real_as<GetRange>(Fn::cuMemGetAddressRange_v2);
   auto alloc_host = real_as<AllocHost>(Fn::cuMemAllocHost_v2);
   auto free_host = real_as<FreeHost>(Fn::cuMemFreeHost);
-  auto copy = real_as<CopyAsync>(a.per_thread ? Fn::cuMemcpyDtoHAsync_v2_ptsz : Fn::cuMemcpyDtoHAsync_v2);
+  auto copy =
+      real_as<CopyAsync>(a.per_thread ? Fn::cuMemcpyDtoHAsync_v2_ptsz : Fn::cuMemcpyDtoHAsync_v2);
   auto event_create = real_as<EventCreate>(Fn::cuEventCreate);
   auto record = real_as<EventRecord>(a.per_thread ? Fn::cuEventRecord_ptsz : Fn::cuEventRecord);
-  auto capturing = real_as<IsCapturing>(a.per_thread ? Fn::cuStreamIsCapturing_ptsz : Fn::cuStreamIsCapturing);
+  auto capturing =
+      real_as<IsCapturing>(a.per_thread ? Fn::cuStreamIsCapturing_ptsz : Fn::cuStreamIsCapturing);
   auto get_current = real_as<GetCurrent>(Fn::cuCtxGetCurrent);
   if (!param_info || !range || !alloc_host || !free_host || !copy || !event_create || !record ||
       !capturing || !get_current) {
@@ -110,7 +130,8 @@ int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
   }
   int graph = 0;
   if (capturing(a.stream, &graph) != k_success || graph != 0) {
-    refuse(r, request, CaptureStatus::unsupported, "the launch is being captured into a CUDA graph");
+    refuse(r, request, CaptureStatus::unsupported,
+           "the launch is being captured into a CUDA graph");
     return launch();
   }
 
@@ -134,13 +155,15 @@ int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
   c.param_bytes.assign(total_params, '\0');
   if (a.params) {
     for (size_t i = 0; i < c.params.size(); ++i) {
-      if (a.params[i]) std::memcpy(c.param_bytes.data() + c.params[i].offset, a.params[i], c.params[i].size);
+      if (a.params[i])
+        std::memcpy(c.param_bytes.data() + c.params[i].offset, a.params[i], c.params[i].size);
     }
   } else {
     const uint8_t* buf;
     size_t size;
     if (!extra_buffer(a.extra, &buf, &size) || size < total_params) {
-      refuse(r, request, CaptureStatus::failed, "parameters passed in a form capture does not read");
+      refuse(r, request, CaptureStatus::failed,
+             "parameters passed in a form capture does not read");
       return launch();
     }
     std::memcpy(c.param_bytes.data(), buf, total_params);
@@ -187,8 +210,8 @@ int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
   uint64_t total = before_bytes * (outputs ? 2 : 1);
   if (total > max_bytes) {
     refuse(r, request, CaptureStatus::too_large,
-           "the launch's buffers take " + std::to_string(total) + " bytes, over the capture cap of " +
-               std::to_string(max_bytes));
+           "the launch's buffers take " + std::to_string(total) +
+               " bytes, over the capture cap of " + std::to_string(max_bytes));
     return launch();
   }
   for (auto& b : c.buffers) {
@@ -204,7 +227,8 @@ int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
   }
   bool copied = true;
   for (const auto& [base, size] : allocations) {
-    copied = copied && copy(static_cast<char*>(host) + offset_of[base], base, size, a.stream) == k_success;
+    copied = copied &&
+             copy(static_cast<char*>(host) + offset_of[base], base, size, a.stream) == k_success;
   }
   int res = launch();
   if (outputs && res == k_success) {
@@ -256,6 +280,7 @@ std::vector<CaptureReady> capture_collect() {
   }
   std::vector<Pending> still;
   std::vector<Pending> lost;
+  std::vector<Spent> spent;
   for (auto& p : waiting) {
     if (push(p.context) != k_success) {
       // The context is gone (destroyed by the application): so are its copies and its memory.
@@ -297,8 +322,10 @@ std::vector<CaptureReady> capture_collect() {
     const char* data = static_cast<const char*>(p.host);
     for (uint64_t done_bytes = 0; ok && done_bytes < ready.capture.data_bytes;) {
       ssize_t n = ::write(fd, data + done_bytes, ready.capture.data_bytes - done_bytes);
-      if (n <= 0) ok = false;
-      else done_bytes += uint64_t(n);
+      if (n <= 0)
+        ok = false;
+      else
+        done_bytes += uint64_t(n);
     }
     if (ok) {
       ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
@@ -312,26 +339,48 @@ std::vector<CaptureReady> capture_collect() {
       ready.capture.buffers.clear();
       ready.capture.data_bytes = 0;
     }
-    if (push(p.context) == k_success) {
-      destroy(p.event);
-      if (p.host) free_host(p.host);
-      CUctx popped;
-      pop(&popped);
-    }
+    spent.push_back({p.host, p.event, p.context});
     out.push_back(std::move(ready));
+  }
+  if (!spent.empty()) {
+    std::lock_guard lock(g_mutex);
+    g_spent->insert(g_spent->end(), spent.begin(), spent.end());
   }
   return out;
 }
 
+void capture_release() {
+  std::vector<Spent> spent;
+  {
+    std::lock_guard lock(g_mutex);
+    spent.swap(*g_spent);
+  }
+  if (spent.empty()) return;
+  auto destroy = real_as<EventDestroy>(Fn::cuEventDestroy_v2);
+  auto free_host = real_as<FreeHost>(Fn::cuMemFreeHost);
+  auto push = real_as<PushCtx>(Fn::cuCtxPushCurrent_v2);
+  auto pop = real_as<PopCtx>(Fn::cuCtxPopCurrent_v2);
+  if (!destroy || !free_host || !push || !pop) return;
+  for (const auto& s : spent) {
+    if (push(s.context) != k_success) continue; // the context is gone, and its memory with it
+    destroy(s.event);
+    if (s.host) free_host(s.host);
+    CUctx popped;
+    pop(&popped);
+  }
+}
+
 size_t captures_pending() {
   std::lock_guard lock(g_mutex);
-  return g_pending->size() + g_refused->size();
+  return g_pending->size() + g_refused->size() + g_capturing.load(std::memory_order_acquire);
 }
 
 void capture_reset_after_fork() {
   // the parent's pinned memory and events are not the child's to free
   g_pending = new std::vector<Pending>();
   g_refused = new std::vector<CaptureReady>();
+  g_spent = new std::vector<Spent>();
+  g_capturing.store(0, std::memory_order_relaxed); // the threads that were capturing are not here
 }
 
 } // namespace hone::shim

@@ -25,6 +25,10 @@ struct CaptureReady {
 };
 // Reporter thread: captures whose copies finished (or that were refused), ready to send.
 std::vector<CaptureReady> capture_collect();
+// Free the pinned memory and events of the captures collected so far. Separate from collecting
+// because freeing pinned memory may wait for the device (the application's kernels): the
+// reporter sends the captures first.
+void capture_release();
 size_t captures_pending();
 void capture_reset_after_fork();
 

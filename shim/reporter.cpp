@@ -2,11 +2,11 @@
 
 #include "common/protocol.hpp"
 #include "common/version.hpp"
+#include "shim/capture.hpp"
 #include "shim/config.hpp"
 #include "shim/log.hpp"
 #include "shim/real.hpp"
 #include "shim/registry.hpp"
-#include "shim/capture.hpp"
 #include "shim/sampler.hpp"
 #include "shim/swap.hpp"
 
@@ -38,12 +38,12 @@ constexpr uint64_t k_handshake_ms = 5000;
 constexpr uint64_t k_backoff_min_ms = 1000;
 constexpr uint64_t k_backoff_max_ms = 30000;
 constexpr uint64_t k_version_backoff_ms = 60000;
-constexpr size_t k_out_limit = 1u << 20;      // bytes queued for a daemon that is not reading
-constexpr uint64_t k_stall_limit_ms = 30000;  // a daemon not reading this long is dropped
+constexpr size_t k_out_limit = 1u << 20;     // bytes queued for a daemon that is not reading
+constexpr uint64_t k_stall_limit_ms = 30000; // a daemon not reading this long is dropped
 constexpr uint64_t k_final_wait_ms = 250;
 constexpr uint32_t k_min_interval_ms = 50;
-constexpr uint64_t k_collect_ms = 20; // how soon timed launches are collected between reports
-constexpr size_t k_max_pending_fds = 8;               // descriptors received ahead of their frames
+constexpr uint64_t k_collect_ms = 20;   // how soon timed launches are collected between reports
+constexpr size_t k_max_pending_fds = 8; // descriptors received ahead of their frames
 constexpr uint64_t k_max_variant_bytes = 256ull << 20; // a variant image larger is refused
 
 uint64_t now_ms() {
@@ -110,6 +110,9 @@ struct Reporter::Impl {
   void report();
   void answer_image(uint32_t seq, const proto::ImageRequest& req);
   void send_captures();
+  // Free what sent captures held, unless another capture is due (freeing may wait for the
+  // device: it would delay it).
+  void release_spent_captures();
   void send_status(const proto::VariantStatus& st);
   proto::Hello hello() const;
   void signal_final_done();
@@ -126,7 +129,9 @@ Reporter& reporter() {
 }
 
 namespace {
-void flush_at_exit() { reporter().final_flush(); }
+void flush_at_exit() {
+  reporter().final_flush();
+}
 } // namespace
 
 void Reporter::ensure_started() {
@@ -154,7 +159,8 @@ void Reporter::final_flush() {
   ssize_t ignored = ::write(s.wake_fd, &one, sizeof one);
   (void)ignored;
   std::unique_lock lock(s.mutex);
-  s.final_cv.wait_for(lock, std::chrono::milliseconds(k_final_wait_ms), [&] { return s.final_done; });
+  s.final_cv.wait_for(lock, std::chrono::milliseconds(k_final_wait_ms),
+                      [&] { return s.final_done; });
 }
 
 void Reporter::wake() {
@@ -165,8 +171,12 @@ void Reporter::wake() {
   (void)ignored;
 }
 
-void Reporter::lock_for_fork() { impl().mutex.lock(); }
-void Reporter::unlock_after_fork() { impl().mutex.unlock(); }
+void Reporter::lock_for_fork() {
+  impl().mutex.lock();
+}
+void Reporter::unlock_after_fork() {
+  impl().mutex.unlock();
+}
 
 void Reporter::reset_in_child() {
   // The parent's thread does not exist here, and its connection is the parent's: start over.
@@ -272,8 +282,9 @@ void Reporter::Impl::connect_daemon(uint64_t now) {
     int err = errno;
     ::close(s);
     if (first_time(Once::connect)) {
-      log(Level::info, "daemon not reachable at %s (%s); the application runs without it, retrying "
-                       "in the background",
+      log(Level::info,
+          "daemon not reachable at %s (%s); the application runs without it, retrying "
+          "in the background",
           path, std::strerror(err));
     }
     retry_at = now + backoff;
@@ -307,7 +318,8 @@ proto::Hello Reporter::Impl::hello() const {
   }
   if (auto get = real_as<DeviceGet>(Fn::cuDeviceGet); get && get(&dev, 0) == 0) {
     char name[256] = {};
-    if (auto f = real_as<DeviceName>(Fn::cuDeviceGetName); f && f(name, sizeof name - 1, dev) == 0) {
+    if (auto f = real_as<DeviceName>(Fn::cuDeviceGetName);
+        f && f(name, sizeof name - 1, dev) == 0) {
       h.device_name = name;
     }
     int major = 0, minor = 0;
@@ -592,16 +604,32 @@ void Reporter::Impl::send_status(const proto::VariantStatus& st) {
 }
 
 void Reporter::Impl::send_captures() {
-  for (auto& ready : capture_collect()) {
-    queue(proto::frame_of(proto::MsgType::capture, ++seq, ready.capture,
-                          ready.memfd >= 0 ? uint16_t(proto::k_flag_fd) : uint16_t(0)),
-          ready.memfd);
+  auto ready = capture_collect();
+  for (auto& r : ready) {
+    queue(proto::frame_of(proto::MsgType::capture, ++seq, r.capture,
+                          r.memfd >= 0 ? uint16_t(proto::k_flag_fd) : uint16_t(0)),
+          r.memfd);
   }
+  if (ready.empty()) return;
+  // On their way before the pinned copies are freed, which may wait for the device (and on the
+  // emulated one for the application's running kernels): and only once no other capture of the
+  // request is still due, so that freeing never delays the next one.
+  flush(now_ms());
+  release_spent_captures();
+}
+
+void Reporter::Impl::release_spent_captures() {
+  if (captures_pending() != 0) return;
+  for (KernelRecord* rec : registry().records()) {
+    if (rec->capture_pending.load(std::memory_order_relaxed) != 0) return; // more launches due
+  }
+  capture_release();
 }
 
 void Reporter::Impl::report() {
   for (const auto& st : install_on_new_handles()) send_status(st);
   send_captures();
+  release_spent_captures(); // also when the launches a request waited for never came
   auto records = registry().records();
   if (out_bytes > k_out_limit) {
     if (first_time(Once::stalled)) {
