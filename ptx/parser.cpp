@@ -210,6 +210,8 @@ private:
         one.dims.push_back(int64_t(n.bits));
         c.expect(']', "']'");
       }
+      c.skip_space();
+      SourceLoc eq_at = c.loc();
       if (c.accept('=')) {
         c.skip_space();
         size_t s = c.pos();
@@ -232,6 +234,8 @@ private:
                                      one.init.back() == '\t' || one.init.back() == '\r')) {
           one.init.remove_suffix(1);
         }
+        // Printed back, "x = ;" would lose its '=' (and ptxas refuses it anyway).
+        if (one.init.empty()) c.fail_at(eq_at, "'=' without an initializer");
         parse_init(one);
       }
       if (module_level) {

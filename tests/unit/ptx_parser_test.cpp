@@ -373,6 +373,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "6:26", "nested too deeply"},
         Malformed{"bad_align", k_head + ".global .align 3 .b8 x[4];\n", "4:17",
                   "power of two"},
+        // Found by the fuzzer: printed back, the '=' was lost and the module changed.
+        Malformed{"empty_initializer", k_head + ".const .align 4 .b8 cscale[16] = ;\n", "4:32",
+                  "'=' without an initializer"},
         Malformed{"type_missing", k_head + ".global .align 4 x;\n", "4:18",
                   "expected the type"}),
     [](const ::testing::TestParamInfo<Malformed>& info) { return std::string(info.param.name); });
