@@ -157,6 +157,8 @@ public:
     if (!v.init.empty()) {
       put(" = ");
       put(v.init);
+      // The text is verbatim, comments included: a line comment at its end would take the ';'.
+      if (v.init.find("//") != std::string_view::npos) put('\n');
     }
     put(';');
   }

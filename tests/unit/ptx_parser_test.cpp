@@ -310,6 +310,17 @@ TEST(PtxParser, RoundTripIsStable) {
   EXPECT_EQ(print(m2), once);
 }
 
+// Found by the fuzzer: an initializer's text is printed verbatim, so a line comment inside it
+// must not take the ';' with it.
+TEST(PtxParser, InitializerWithALineCommentRoundTrips) {
+  Module m = parse_ok(".version 9.0\n.target sm_90\n.address_size 64\n"
+                      ".const .align 4 .b8 t[2] = {1, // one\n 2} // two\n;\n");
+  std::string once = print(m);
+  Module m2 = parse_ok(once);
+  EXPECT_TRUE(m == m2) << once;
+  EXPECT_EQ(print(m2), once);
+}
+
 TEST(PtxParser, TrailingNulIsAccepted) {
   std::string text = ".version 9.0\n.target sm_90\n.address_size 64\n";
   text.push_back('\0');
