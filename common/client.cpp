@@ -31,7 +31,9 @@ Client& Client::operator=(Client&& o) noexcept {
   return *this;
 }
 
-Client::~Client() { close(); }
+Client::~Client() {
+  close();
+}
 
 void Client::close() {
   if (m_fd >= 0) ::close(m_fd);
@@ -52,7 +54,7 @@ Result<Client> Client::connect_raw(const std::string& socket) {
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     int err = errno;
     ::close(fd);
-    std::string hint = err == ENOENT ? " (is honed running? systemctl status hone)"
+    std::string hint = err == ENOENT   ? " (is honed running? systemctl status hone)"
                        : err == EACCES ? " (permission denied: are you in the socket's group?)"
                        : err == ECONNREFUSED ? " (nothing listens there: honed is not running)"
                                              : "";
@@ -84,7 +86,7 @@ Result<Client> Client::connect(const std::string& socket, const proto::Hello& he
   return c;
 }
 
-Result<void> Client::send(const std::string& frame, int fd) {
+Result<void> send_frame(int sock, const std::string& frame, int fd) {
   size_t off = 0;
   while (off < frame.size()) {
     ssize_t n;
@@ -101,9 +103,9 @@ Result<void> Client::send(const std::string& frame, int fd) {
       c->cmsg_type = SCM_RIGHTS;
       c->cmsg_len = CMSG_LEN(sizeof(int));
       std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-      n = ::sendmsg(m_fd, &msg, MSG_NOSIGNAL);
+      n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
     } else {
-      n = ::send(m_fd, frame.data() + off, frame.size() - off, MSG_NOSIGNAL);
+      n = ::send(sock, frame.data() + off, frame.size() - off, MSG_NOSIGNAL);
     }
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -112,6 +114,10 @@ Result<void> Client::send(const std::string& frame, int fd) {
     off += size_t(n);
   }
   return ok();
+}
+
+Result<void> Client::send(const std::string& frame, int fd) {
+  return send_frame(m_fd, frame, fd);
 }
 
 Result<Frame> Client::receive(std::chrono::milliseconds timeout) {
@@ -133,8 +139,8 @@ Result<Frame> Client::receive(std::chrono::milliseconds timeout) {
         return f;
       }
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                      std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return make_error("no reply from honed within the timeout");
     pollfd p{m_fd, POLLIN, 0};
     int r = ::poll(&p, 1, int(left.count()));
@@ -172,7 +178,8 @@ Result<Frame> Client::control(const std::string& json, int fd, std::chrono::mill
   wire::Writer w;
   w.raw(json.data(), json.size());
   uint32_t seq = ++m_seq;
-  if (auto r = send(proto::frame(proto::MsgType::control, seq, w, fd >= 0 ? proto::k_flag_fd : 0), fd);
+  if (auto r =
+          send(proto::frame(proto::MsgType::control, seq, w, fd >= 0 ? proto::k_flag_fd : 0), fd);
       !r) {
     return r.error();
   }

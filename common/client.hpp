@@ -17,6 +17,10 @@ struct Frame {
   int fd = -1; // the descriptor that came with the frame; the caller owns (and closes) it
 };
 
+// Write all of `frame` to the connected socket `sock`, blocking, with `fd` (when >= 0) riding on
+// its first byte (SCM_RIGHTS). The error names honed: the client and the worker both talk to it.
+Result<void> send_frame(int sock, const std::string& frame, int fd = -1);
+
 class Client {
 public:
   Client() = default;

@@ -15,33 +15,7 @@ Channel::~Channel() {
 
 Result<void> Channel::send(const std::string& frame, int fd) {
   std::lock_guard lock(m_send);
-  size_t off = 0;
-  while (off < frame.size()) {
-    ssize_t n;
-    if (fd >= 0 && off == 0) {
-      iovec iov{const_cast<char*>(frame.data()), frame.size()};
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-      n = ::sendmsg(m_fd, &msg, MSG_NOSIGNAL);
-    } else {
-      n = ::send(m_fd, frame.data() + off, frame.size() - off, MSG_NOSIGNAL);
-    }
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return make_error(std::string("send to honed failed: ") + std::strerror(errno));
-    }
-    off += size_t(n);
-  }
-  return ok();
+  return send_frame(m_fd, frame, fd);
 }
 
 Result<std::optional<Frame>> Channel::receive() {
