@@ -58,10 +58,14 @@ namespace {
 
 proto::ImageFormat format_of(cuda::ImageFormat f) {
   switch (f) {
-  case cuda::ImageFormat::ptx: return proto::ImageFormat::ptx;
-  case cuda::ImageFormat::cubin: return proto::ImageFormat::cubin;
-  case cuda::ImageFormat::fatbin: return proto::ImageFormat::fatbin;
-  default: return proto::ImageFormat::unknown;
+  case cuda::ImageFormat::ptx:
+    return proto::ImageFormat::ptx;
+  case cuda::ImageFormat::cubin:
+    return proto::ImageFormat::cubin;
+  case cuda::ImageFormat::fatbin:
+    return proto::ImageFormat::fatbin;
+  default:
+    return proto::ImageFormat::unknown;
   }
 }
 
@@ -112,9 +116,11 @@ void Registry::module_unloaded(const void* module) {
 
 namespace {
 
-KernelRecord* record_for(Registry::State& s, const KernelKey& key, const ImageInfo* image) {
+KernelRecord* record_for(Registry::State& s, const KernelKey& key, const ImageInfo* image,
+                         std::atomic<bool>& added) {
   auto it = s.by_key.find(key);
   if (it != s.by_key.end()) return it->second;
+  added.store(true, std::memory_order_release);
   auto* r = new KernelRecord();
   r->id = s.next_id++;
   r->key = key;
@@ -139,9 +145,10 @@ KernelRecord* Registry::function_found(const void* handle, const void* module, c
   auto it = s.modules.find(module);
   const ImageInfo* image = it != s.modules.end() ? it->second.image.get() : nullptr;
   KernelKey key{image ? image->hash : ImageHash{}, name};
-  KernelRecord* r = record_for(s, key, image);
+  KernelRecord* r = record_for(s, key, image, m_added);
   if (!functions.put(handle, r)) {
-    if (first_time(Once::table_full)) log(Level::warn, "function table full: later kernels are not counted");
+    if (first_time(Once::table_full))
+      log(Level::warn, "function table full: later kernels are not counted");
     return r;
   }
   if (it != s.modules.end()) it->second.functions.push_back(handle);
@@ -188,7 +195,7 @@ KernelRecord* Registry::function_unknown(const void* handle) {
   std::lock_guard lock(m_mutex);
   State& s = state();
   if (KernelRecord* r = functions.find(handle)) return r;
-  KernelRecord* r = record_for(s, KernelKey{ImageHash{}, name}, nullptr);
+  KernelRecord* r = record_for(s, KernelKey{ImageHash{}, name}, nullptr, m_added);
   functions.put(handle, r);
   return r;
 }

@@ -41,7 +41,7 @@ struct KernelRecord {
   std::atomic<uint64_t> next_sample{0}; // launch number of the next timed launch
   std::atomic<uint64_t> sampled{0};
   std::atomic<uint64_t> sampled_ns{0};
-  std::atomic<uint64_t> grid{0};  // last launch: x | y << 32 (z in grid_z)
+  std::atomic<uint64_t> grid{0}; // last launch: x | y << 32 (z in grid_z)
   std::atomic<uint32_t> grid_z{0};
   std::atomic<uint64_t> block{0}; // x | y << 16 | z << 32
 
@@ -50,7 +50,7 @@ struct KernelRecord {
 
   // Capture: launches still to capture (the launch path checks this one counter).
   std::atomic<uint32_t> capture_pending{0};
-  std::mutex capture_mutex;         // guards the request below
+  std::mutex capture_mutex; // guards the request below
   uint64_t capture_request = 0;
   uint64_t capture_max_bytes = 0;
   bool capture_outputs = false;
@@ -74,8 +74,8 @@ struct Swap {
   // stack array); a kernel with more is refused at install.
   static constexpr size_t k_max_alias_fields = 32;
 
-  void* function = nullptr;  // CUfunction of the variant
-  void* context = nullptr;   // where it was loaded; a CUkernel launch elsewhere runs the original
+  void* function = nullptr;   // CUfunction of the variant
+  void* context = nullptr;    // where it was loaded; a CUkernel launch elsewhere runs the original
   bool kernel_handle = false; // the handle is a CUkernel (context-independent)
   Guard guard;
   VariantId variant;
@@ -120,7 +120,9 @@ public:
   }
 
 private:
-  static size_t hash(uintptr_t k) { return size_t((k >> 4) * 0x9E3779B97F4A7C15ull >> 48) & (k_capacity - 1); }
+  static size_t hash(uintptr_t k) {
+    return size_t((k >> 4) * 0x9E3779B97F4A7C15ull >> 48) & (k_capacity - 1);
+  }
   Slot m_slots[k_capacity];
 };
 
@@ -168,6 +170,8 @@ public:
 
   // Every record (the reporter walks them).
   std::vector<KernelRecord*> records();
+  // Whether records were added since the last call (the reporter announces them at once).
+  bool take_added() { return m_added.exchange(false, std::memory_order_acq_rel); }
 
   // A forked child starts clean: counters zero, nothing announced.
   void reset_after_fork();
@@ -178,6 +182,7 @@ public:
 
 private:
   std::mutex m_mutex;
+  std::atomic<bool> m_added{false};
   State* m_state = nullptr;
   State& state();
 };

@@ -110,6 +110,8 @@ struct Reporter::Impl {
   void report();
   void answer_image(uint32_t seq, const proto::ImageRequest& req);
   void send_captures();
+  // Announce the kernels the daemon has not heard of; false while the daemon is not reading.
+  bool announce();
   // Free what sent captures held, unless another capture is due (freeing may wait for the
   // device: it would delay it).
   void release_spent_captures();
@@ -223,6 +225,10 @@ void Reporter::Impl::run() {
         queue(proto::frame(proto::MsgType::goodbye, ++seq, wire::Writer{}));
         reported_final = true;
       }
+    } else if (fd >= 0 && !handshake && registry().take_added()) {
+      // New kernels are announced within a loop (at most a second), not at the next report:
+      // the daemon may ask for reports only once a minute.
+      announce();
     } else if ((sample_in_flight() || captures_pending()) && now >= next_collect) {
       // Timed launches and captures finish between reports: collect them now.
       sample_collect();
@@ -626,20 +632,16 @@ void Reporter::Impl::release_spent_captures() {
   capture_release();
 }
 
-void Reporter::Impl::report() {
-  for (const auto& st : install_on_new_handles()) send_status(st);
-  send_captures();
-  release_spent_captures(); // also when the launches a request waited for never came
-  auto records = registry().records();
+bool Reporter::Impl::announce() {
   if (out_bytes > k_out_limit) {
     if (first_time(Once::stalled)) {
       log(Level::info, "the daemon is not reading; reports are held back");
     }
-    return;
+    return false;
   }
   proto::Kernels ks;
   std::vector<KernelRecord*> announced;
-  for (KernelRecord* rec : records) {
+  for (KernelRecord* rec : registry().records()) {
     if (rec->announced) continue;
     ks.kernels.push_back({rec->id, rec->key, rec->format, rec->image_size, rec->source_known});
     announced.push_back(rec);
@@ -648,6 +650,15 @@ void Reporter::Impl::report() {
     queue(proto::frame_of(proto::MsgType::kernels, ++seq, ks));
     for (KernelRecord* rec : announced) rec->announced = true;
   }
+  return true;
+}
+
+void Reporter::Impl::report() {
+  for (const auto& st : install_on_new_handles()) send_status(st);
+  send_captures();
+  release_spent_captures(); // also when the launches a request waited for never came
+  if (!announce()) return;
+  auto records = registry().records();
   proto::Stats st;
   st.uptime_ns = now_ns() - start_ns;
   for (KernelRecord* rec : records) {
