@@ -10,11 +10,75 @@
 
 namespace hone {
 
-Client::Client(Client&& o) noexcept
-    : m_fd(o.m_fd), m_seq(o.m_seq), m_in(std::move(o.m_in)), m_pending_fd(o.m_pending_fd),
-      m_ack(std::move(o.m_ack)) {
-  o.m_fd = -1;
+FrameReader::FrameReader(FrameReader&& o) noexcept
+    : m_in(std::move(o.m_in)), m_pending_fd(o.m_pending_fd) {
   o.m_pending_fd = -1;
+}
+
+FrameReader& FrameReader::operator=(FrameReader&& o) noexcept {
+  if (this != &o) {
+    clear();
+    m_in = std::move(o.m_in);
+    m_pending_fd = o.m_pending_fd;
+    o.m_pending_fd = -1;
+  }
+  return *this;
+}
+
+void FrameReader::clear() {
+  m_in.clear();
+  if (m_pending_fd >= 0) ::close(m_pending_fd);
+  m_pending_fd = -1;
+}
+
+Result<std::optional<Frame>> FrameReader::next() {
+  if (m_in.size() < proto::k_header_size) return std::optional<Frame>();
+  const char* why = "malformed frame";
+  auto h = proto::FrameHeader::decode(m_in.data(), &why);
+  if (!h) return make_error(std::string("bad frame from honed: ") + why);
+  if (m_in.size() < proto::k_header_size + h->length) return std::optional<Frame>();
+  Frame f;
+  f.header = *h;
+  f.payload = m_in.substr(proto::k_header_size, h->length);
+  m_in.erase(0, proto::k_header_size + h->length);
+  if (h->flags & proto::k_flag_fd) {
+    f.fd = m_pending_fd;
+    m_pending_fd = -1;
+  }
+  return std::optional<Frame>(std::move(f));
+}
+
+Result<size_t> FrameReader::read_from(int sock) {
+  char buf[65536];
+  iovec iov{buf, sizeof buf};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return make_error(std::string("receive from honed failed: ") + std::strerror(errno));
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int got;
+      std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (m_pending_fd >= 0) ::close(m_pending_fd); // one descriptor per frame: keep the last
+      m_pending_fd = got;
+    }
+  }
+  m_in.append(buf, size_t(n));
+  return size_t(n);
+}
+
+Client::Client(Client&& o) noexcept
+    : m_fd(o.m_fd), m_seq(o.m_seq), m_reader(std::move(o.m_reader)), m_ack(std::move(o.m_ack)) {
+  o.m_fd = -1;
 }
 
 Client& Client::operator=(Client&& o) noexcept {
@@ -22,11 +86,9 @@ Client& Client::operator=(Client&& o) noexcept {
     close();
     m_fd = o.m_fd;
     m_seq = o.m_seq;
-    m_in = std::move(o.m_in);
-    m_pending_fd = o.m_pending_fd;
+    m_reader = std::move(o.m_reader);
     m_ack = std::move(o.m_ack);
     o.m_fd = -1;
-    o.m_pending_fd = -1;
   }
   return *this;
 }
@@ -37,9 +99,8 @@ Client::~Client() {
 
 void Client::close() {
   if (m_fd >= 0) ::close(m_fd);
-  if (m_pending_fd >= 0) ::close(m_pending_fd);
   m_fd = -1;
-  m_pending_fd = -1;
+  m_reader.clear();
 }
 
 Result<Client> Client::connect_raw(const std::string& socket) {
@@ -123,54 +184,18 @@ Result<void> Client::send(const std::string& frame, int fd) {
 Result<Frame> Client::receive(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    if (m_in.size() >= proto::k_header_size) {
-      const char* why = "malformed frame";
-      auto h = proto::FrameHeader::decode(m_in.data(), &why);
-      if (!h) return make_error(std::string("bad frame from honed: ") + why);
-      if (m_in.size() >= proto::k_header_size + h->length) {
-        Frame f;
-        f.header = *h;
-        f.payload = m_in.substr(proto::k_header_size, h->length);
-        m_in.erase(0, proto::k_header_size + h->length);
-        if (h->flags & proto::k_flag_fd) {
-          f.fd = m_pending_fd;
-          m_pending_fd = -1;
-        }
-        return f;
-      }
-    }
+    auto f = m_reader.next();
+    if (!f) return f.error();
+    if (*f) return std::move(**f);
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return make_error("no reply from honed within the timeout");
     pollfd p{m_fd, POLLIN, 0};
     int r = ::poll(&p, 1, int(left.count()));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
-    char buf[65536];
-    iovec iov{buf, sizeof buf};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n = ::recvmsg(m_fd, &msg, MSG_CMSG_CLOEXEC);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return make_error(std::string("receive from honed failed: ") + std::strerror(errno));
-    }
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int got;
-        std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        if (m_pending_fd >= 0) ::close(m_pending_fd);
-        m_pending_fd = got;
-      }
-    }
-    if (n == 0) return make_error("honed closed the connection");
-    m_in.append(buf, size_t(n));
+    if (r <= 0) continue; // interrupted, or the deadline: checked above
+    auto n = m_reader.read_from(m_fd);
+    if (!n) return n.error();
+    if (*n == 0) return make_error("honed closed the connection");
   }
 }
 

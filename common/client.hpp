@@ -7,6 +7,7 @@
 #include "common/result.hpp"
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 namespace hone {
@@ -20,6 +21,31 @@ struct Frame {
 // Write all of `frame` to the connected socket `sock`, blocking, with `fd` (when >= 0) riding on
 // its first byte (SCM_RIGHTS). The error names honed: the client and the worker both talk to it.
 Result<void> send_frame(int sock, const std::string& frame, int fd = -1);
+
+// The receiving half of a blocking frame connection (the client, the worker's channel): bytes
+// and passed descriptors in, whole checked frames out. A frame flagged k_flag_fd takes the last
+// descriptor received (one per frame); one no frame took is closed with the reader.
+class FrameReader {
+public:
+  FrameReader() = default;
+  FrameReader(FrameReader&& o) noexcept;
+  FrameReader& operator=(FrameReader&& o) noexcept;
+  FrameReader(const FrameReader&) = delete;
+  FrameReader& operator=(const FrameReader&) = delete;
+  ~FrameReader() { clear(); }
+
+  // A whole frame from what was read so far; nullopt while more bytes are needed.
+  Result<std::optional<Frame>> next();
+  // One read from `sock` (blocking); 0 at the end of the stream.
+  Result<size_t> read_from(int sock);
+  // Nothing buffered: a stream that ends now ends between frames.
+  bool empty() const { return m_in.empty(); }
+  void clear();
+
+private:
+  std::string m_in;
+  int m_pending_fd = -1;
+};
 
 class Client {
 public:
@@ -49,8 +75,7 @@ public:
 private:
   int m_fd = -1;
   uint32_t m_seq = 0;
-  std::string m_in;
-  int m_pending_fd = -1;
+  FrameReader m_reader;
   proto::HelloAck m_ack;
 };
 

@@ -30,8 +30,7 @@ public:
 
 private:
   int m_fd = -1;
-  std::string m_in;
-  int m_pending_fd = -1;
+  FrameReader m_reader;
   std::mutex m_send;
 };
 
