@@ -48,10 +48,10 @@ std::unique_ptr<DaemonProcess> start_daemon(const std::string& config, fs::path 
   return std::move(*d);
 }
 
-// hone-testapp-spec under the shim: mix_rounds(out, in, n, rounds), every launch checked.
-AppOptions spec_app(const std::string& socket, std::vector<std::string> args) {
+// A test application (apps/) under the shim, attached to `socket`, checking every launch.
+AppOptions test_app(const char* name, const std::string& socket, std::vector<std::string> args) {
   AppOptions o;
-  o.program = std::string(HONE_TESTAPP_DIR) + "/hone-testapp-spec";
+  o.program = std::string(HONE_TESTAPP_DIR) + "/" + name;
   o.args = {"--seconds", "300"};
   o.args.insert(o.args.end(), args.begin(), args.end());
   o.socket = socket;
@@ -59,6 +59,11 @@ AppOptions spec_app(const std::string& socket, std::vector<std::string> args) {
   o.driver_dir = HONE_EMU_LIBRARY_DIR;
   o.env["HONE_LOG"] = "info";
   return o;
+}
+
+// hone-testapp-spec: mix_rounds(out, in, n, rounds).
+AppOptions spec_app(const std::string& socket, std::vector<std::string> args) {
+  return test_app("hone-testapp-spec", socket, std::move(args));
 }
 
 // The application ran, checked every launch, and found nothing wrong; its output.
@@ -93,11 +98,9 @@ void print_jobs(Ctl& ctl) {
   }
 }
 
-// hone-testapp-serve under the shim: accumulate(out, in, n, reps), every launch checked.
+// hone-testapp-serve: accumulate(out, in, n, reps).
 AppOptions serve_app(const std::string& socket) {
-  AppOptions o = spec_app(socket, {"--n", "1024", "--reps", "4096"});
-  o.program = std::string(HONE_TESTAPP_DIR) + "/hone-testapp-serve";
-  return o;
+  return test_app("hone-testapp-serve", socket, {"--n", "1024", "--reps", "4096"});
 }
 
 // A fenced reply as a model writes it.
