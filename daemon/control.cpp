@@ -7,6 +7,7 @@
 #include "daemon/daemon.hpp"
 
 #include "common/version.hpp"
+#include "store/records.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -82,13 +83,8 @@ json variant_json(const store::VariantRecord& v, bool with_evidence) {
     // The specialized values, as the bytes the parameter must hold (little-endian hex).
     json values = json::array();
     for (const auto& sc : v.guard.scalars) {
-      static const char* digits = "0123456789abcdef";
-      std::string hex;
-      for (unsigned char b : sc.bytes) {
-        hex += digits[b >> 4];
-        hex += digits[b & 15];
-      }
-      values.push_back({{"param", sc.param}, {"offset", sc.offset}, {"bytes", hex}});
+      values.push_back(
+          {{"param", sc.param}, {"offset", sc.offset}, {"bytes", store::records::hex(sc.bytes)}});
     }
     j["guard"] = {{"block", v.guard.block},
                   {"scalars", v.guard.scalars.size()},
