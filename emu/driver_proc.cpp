@@ -24,6 +24,9 @@ namespace hone::emu {
 
 namespace {
 
+// The first private table NVIDIA's runtime (cudart 12 and 13) asks the driver for.
+constexpr const char* k_nvidia_runtime_table = "6bd5fb6c-5bf4-e74a-8987-d93912fd9df9";
+
 struct Variant {
   int version = 0;      // first CUDA version it serves
   int base_version = 0; // per-thread variants: the version of the legacy variant it mirrors
@@ -181,6 +184,18 @@ CUresult CUDAAPI cuGetExportTable(const void** ppExportTable, const CUuuid* pExp
                   b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
                   b[14], b[15]);
     std::lock_guard lock(mutex);
+    // NVIDIA's runtime asks for this table before anything else (NVRTC never does): the program
+    // carries NVIDIA's libcudart (nvcc links it statically by default), which cannot run here.
+    if (std::strcmp(id, k_nvidia_runtime_table) == 0 && seen.insert(id).second) {
+      log(LogLevel::warn,
+          "this program uses NVIDIA's CUDA runtime (libcudart, linked statically by nvcc's "
+          "default -cudart static, or NVIDIA's shared libcudart.so), which needs private driver "
+          "tables the emulated device does not provide: its CUDA calls fail with "
+          "cudaErrorNotSupported. Build it with `nvcc -cudart shared` and run it with "
+          "LD_LIBRARY_PATH=<build>/lib/emu, so that it uses the emulated device's own runtime "
+          "(emu/README.md, \"Runtime-API programs\")");
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
     if (seen.insert(id).second) {
       log(LogLevel::info,
           std::string("cuGetExportTable(") + id +
