@@ -9,6 +9,7 @@
 #include "agent/kernel_source.hpp"
 #include "agent/strategy.hpp"
 #include "ptx/analysis.hpp"
+#include "ptx/fold.hpp"
 #include "ptx/parser.hpp"
 #include "ptx/printer.hpp"
 
@@ -280,6 +281,7 @@ Result<ptx::Instruction> constant_move(const ptx::Function& f, const ptx::Instru
 struct PtxSpecialization {
   std::string code;
   std::vector<const ConstantParam*> params;
+  ptx::FoldStats folded;
 };
 
 // The module with the loads of every parameter in `consts` that allows it replaced by constants.
@@ -315,6 +317,9 @@ Result<PtxSpecialization> specialize_ptx(const ptx::Module& original, std::strin
     out.params.push_back(&c);
   }
   if (out.params.empty()) return make_error("no parameter can be folded in the PTX:" + refusals);
+  // What ptxas would do with the constants on a GPU, done here so that the PTX itself says it
+  // (and a device that runs PTX as written, the emulated one, sees the same work saved).
+  out.folded = ptx::fold_constants(*f);
   out.code = ptx::print(module);
   return out;
 }
@@ -327,7 +332,12 @@ Candidate ptx_candidate(const KernelTask& task, PtxSpecialization spec) {
     c.description +=
         (i ? ", " : " ") + p.info.name + "=" + display(p.bytes, *ptx_value_kind(p.info.type));
   }
-  c.description += " (PTX level: ld.param replaced by constants)";
+  c.description += " (PTX level: ld.param replaced by constants";
+  if (spec.folded.propagated || spec.folded.reduced) {
+    c.description += "; " + std::to_string(spec.folded.propagated) + " operands folded, " +
+                     std::to_string(spec.folded.reduced) + " div/rem/mul by 2^k reduced";
+  }
+  c.description += ")";
   c.kind = CandidateKind::ptx;
   c.code = std::move(spec.code);
   c.entry = task.key.entry;
