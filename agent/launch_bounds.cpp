@@ -5,6 +5,7 @@
 // Done at PTX level for every kernel, source known or not: `.maxntid X, Y, Z` is exactly what
 // NVVM makes of `__launch_bounds__(X*Y*Z)`, without recompiling the source. The guard holds the
 // shape, so the variant never serves a launch its bound would make fail.
+#include "agent/kernel_ptx.hpp"
 #include "agent/strategy.hpp"
 #include "ptx/parser.hpp"
 #include "ptx/printer.hpp"
@@ -24,7 +25,8 @@ public:
   double cost_gpu_seconds() const override { return 2.0; } // two candidates
 
   std::unique_ptr<Session> start(const KernelTask& task) override {
-    if (task.format != proto::ImageFormat::ptx || task.image.empty()) return nullptr;
+    auto ptx_text = kernel_ptx(task);
+    if (!ptx_text) return nullptr;
     // One shape in every captured launch, or the bound would leave some launches unserved.
     std::optional<std::array<uint32_t, 3>> shape;
     for (const auto& c : task.captures) {
@@ -36,9 +38,7 @@ public:
     const auto [x, y, z] = *shape;
     if (x == 0 || y == 0 || z == 0 || uint64_t(x) * y * z > 1024) return nullptr;
 
-    std::string_view text(task.image);
-    while (!text.empty() && text.back() == '\0') text.remove_suffix(1);
-    auto module = ptx::parse(text, "original");
+    auto module = ptx::parse(*ptx_text, "original");
     if (!module) return nullptr;
     ptx::Function* f = module->function(task.key.entry);
     // The author's own bounds stand: replacing them could only remove what they promised ptxas.
@@ -73,7 +73,7 @@ public:
     jit.description = "JIT option THREADS_PER_BLOCK=" + std::to_string(threads) +
                       " (every captured launch used " + shape_text + " blocks)";
     jit.kind = CandidateKind::ptx;
-    jit.code = task.image;
+    jit.code = *ptx_text;
     jit.entry = task.key.entry;
     jit.jit_options = {"THREADS_PER_BLOCK=" + std::to_string(threads)};
     jit.comparison = Comparison::bitwise;

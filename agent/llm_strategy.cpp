@@ -3,6 +3,7 @@
 //
 // A session's conversation runs on its own thread; poll(), on_verdict() and state() only touch
 // what the mutex guards, so the daemon's thread never waits for the network.
+#include "agent/kernel_ptx.hpp"
 #include "agent/llm.hpp"
 
 #include "ptx/analysis.hpp"
@@ -710,6 +711,7 @@ public:
 
   std::string id() const override { return "llm"; }
   bool needs_captures() const override { return true; }
+  bool needs_ptx() const override { return false; } // the NVRTC source is enough
   double expected_speedup() const override { return 1.3; }
   // One validation job per turn.
   double cost_gpu_seconds() const override { return m_client->settings().max_turns; }
@@ -727,14 +729,12 @@ private:
     const LlmSettings& s = m_client->settings();
     const std::string& entry = task.key.entry;
 
-    // The PTX, when the image is PTX: the parameter analysis, and the code itself when there is
+    // The PTX (the image, or its fatbin's PTX entry): the parameter analysis, and the code itself when there is
     // no source.
     std::optional<ptx::EntryInfo> info;
     std::string ptx_text;
-    if (task.format == proto::ImageFormat::ptx && !task.image.empty()) {
-      std::string_view text(task.image);
-      if (text.back() == '\0') text.remove_suffix(1);
-      auto module = ptx::parse(text);
+    if (auto text = kernel_ptx(task)) {
+      auto module = ptx::parse(*text);
       const ptx::Function* f = module ? module->function(entry) : nullptr;
       if (f && f->is_entry && f->has_body) {
         info = ptx::analyze_entry(*module, *f);

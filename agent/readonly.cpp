@@ -11,6 +11,7 @@
 //    says no_alias when the kernel writes at all, and the shim checks it on every launch. A kernel
 //    that writes anywhere else (through a pointer loaded from memory, a module variable, a call,
 //    an instruction the IR keeps as text) is left alone.
+#include "agent/kernel_ptx.hpp"
 #include "agent/strategy.hpp"
 #include "ptx/analysis.hpp"
 #include "ptx/parser.hpp"
@@ -313,10 +314,9 @@ public:
   double cost_gpu_seconds() const override { return 1.0; } // one candidate
 
   std::unique_ptr<Session> start(const KernelTask& task) override {
-    if (task.format != proto::ImageFormat::ptx) return nullptr;
-    std::string_view text = task.image;
-    while (!text.empty() && text.back() == '\0') text.remove_suffix(1);
-    auto module = ptx::parse(text, "readonly");
+    auto ptx_text = kernel_ptx(task);
+    if (!ptx_text) return nullptr;
+    auto module = ptx::parse(*ptx_text, "readonly");
     if (!module || module->address_size != 64) return nullptr;
     ptx::Function* entry = module->function(task.key.entry);
     if (!entry || !entry->is_entry || !entry->has_body) return nullptr;

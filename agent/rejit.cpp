@@ -1,3 +1,4 @@
+#include "agent/kernel_ptx.hpp"
 #include "agent/strategy.hpp"
 
 namespace hone::agent {
@@ -13,7 +14,8 @@ public:
 
   std::unique_ptr<Session> start(const KernelTask& task) override {
     std::vector<Candidate> out;
-    if (task.format != proto::ImageFormat::ptx || task.image.empty()) return nullptr;
+    auto ptx_text = kernel_ptx(task);
+    if (!ptx_text) return nullptr;
     // The driver's default is the highest optimization level with no register limit; fewer
     // registers can raise occupancy for memory-bound kernels, a lower level occasionally avoids
     // a poor schedule.
@@ -28,7 +30,7 @@ public:
       c.strategy = id();
       c.description = "re-JIT with " + what;
       c.kind = CandidateKind::ptx;
-      c.code = task.image;
+      c.code = *ptx_text;
       c.entry = task.key.entry;
       c.jit_options = options;
       c.comparison = Comparison::bitwise;

@@ -7,6 +7,7 @@
 // otherwise: every `ld.param` of the parameter becomes a `mov` of its value, which ptxas
 // propagates. Either way the arithmetic is the original's, so the comparison is bitwise.
 #include "agent/kernel_source.hpp"
+#include "agent/kernel_ptx.hpp"
 #include "agent/strategy.hpp"
 #include "ptx/analysis.hpp"
 #include "ptx/fold.hpp"
@@ -579,16 +580,15 @@ public:
   double cost_gpu_seconds() const override { return 2.0; }
 
   std::unique_ptr<Session> start(const KernelTask& task) override {
-    if (task.format != proto::ImageFormat::ptx || task.image.empty()) return nullptr;
+    auto ptx_text = kernel_ptx(task);
+    if (!ptx_text) return nullptr;
     std::vector<const Capture*> caps;
     for (const auto& c : task.captures) {
       if (c.status == CaptureStatus::ok) caps.push_back(&c);
     }
     if (caps.empty()) return nullptr;
 
-    std::string_view text(task.image);
-    while (!text.empty() && text.back() == '\0') text.remove_suffix(1);
-    auto module = ptx::parse(text, "original");
+    auto module = ptx::parse(*ptx_text, "original");
     if (!module) return nullptr;
     const ptx::Function* f = module->function(task.key.entry);
     if (!f || !f->is_entry || !f->has_body) return nullptr;

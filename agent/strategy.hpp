@@ -70,6 +70,10 @@ public:
   virtual std::string id() const = 0;
   // Whether it reads the captured launches (scalar values, shapes) and must wait for them.
   virtual bool needs_captures() const { return false; }
+  // Whether it can only work on the kernel's PTX (kernel_ptx.hpp); those that can also work from
+  // a captured NVRTC source say no. The optimizer skips the former, with the reason, for a kernel
+  // whose image has no PTX (SASS only), without waiting for captures.
+  virtual bool needs_ptx() const { return true; }
   // The speedup it typically brings and the GPU-seconds a try costs, for ranking strategies
   // before any verdict is known (expected gain per GPU-second; the optimizer refines it from
   // verdicts).

@@ -60,7 +60,9 @@ json kernel_json(const KernelInfo& k) {
               {"block", k.block},
               {"first_seen", r.first_seen},
               {"last_seen", r.last_seen},
-              {"tried", r.tried}};
+              {"tried", r.tried},
+              {"ptx", k.ptx},
+              {"skipped", k.skipped}};
 }
 
 json variant_json(const store::VariantRecord& v, bool with_evidence) {

@@ -1,5 +1,7 @@
 #include "daemon/optimizer.hpp"
 
+#include "agent/kernel_ptx.hpp"
+
 #include "agent/llm.hpp"
 #include "daemon/capture_files.hpp"
 
@@ -783,6 +785,23 @@ void Optimizer::run_strategies() {
       }
       request_image(key, w);
       if (w.image.empty()) break; // strategies read the image; try again when it is here
+      if (!w.no_ptx) {
+        auto ptx = agent::kernel_ptx(task_for(key, w));
+        w.no_ptx = ptx ? std::string() : ptx.error().message;
+        if (ptx) {
+          k->ptx = w.format == proto::ImageFormat::fatbin ? "PTX (the fatbin's entry)" : "PTX";
+        } else {
+          k->ptx = "none: " + *w.no_ptx;
+          spdlog::info("{}: no PTX to work on ({}); strategies that need it skip the kernel",
+                       key.entry, *w.no_ptx);
+        }
+      }
+      if (!w.no_ptx->empty() && s->needs_ptx()) {
+        k->record.tried.push_back(s->id());
+        k->skipped[s->id()] = "no PTX: " + *w.no_ptx;
+        k->dirty = true;
+        continue;
+      }
       if (s->needs_captures()) {
         request_captures(key, w);
         if (w.captures.size() < m_config.capture.captures_per_kernel) continue;
@@ -791,6 +810,7 @@ void Optimizer::run_strategies() {
       k->dirty = true;
       auto session = s->start(task_for(key, w));
       if (!session) {
+        k->skipped[s->id()] = "does not apply to this kernel";
         spdlog::debug("{}: strategy {} does not apply", key.entry, s->id());
         continue;
       }

@@ -76,6 +76,8 @@ private:
     std::string image;
     proto::ImageFormat format = proto::ImageFormat::unknown;
     std::optional<proto::SourceInfo> source;
+    // Once the image is in: empty when it has PTX for the strategies, else why it has none.
+    std::optional<std::string> no_ptx;
     bool image_requested = false;
     int64_t image_asked_at = 0;
     std::vector<CaptureEntry> captures;

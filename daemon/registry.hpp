@@ -45,6 +45,10 @@ struct KernelInfo {
   uint64_t variant_launches = 0;       // launches served by a variant (this daemon run)
   uint64_t fallbacks = 0;              // variant launches that fell back to the original
   std::set<uint64_t> processes;        // connections running it now
+  // What the strategies have to work on, once the image is in: "PTX (compute_90 entry of the
+  // fatbin)", or "none: <why>" (SASS only); and why each strategy that tried did not apply.
+  std::string ptx;
+  std::map<std::string, std::string> skipped;
   bool dirty = false;                  // to be written to the store
 
   // Mean device time of one launch, from samples; 0 when none.

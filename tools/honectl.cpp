@@ -397,6 +397,11 @@ void show_kernel(const json& k) {
     tried += (tried.empty() ? "" : ", ") + s.get<std::string>();
   }
   t.row({"tried", tried.empty() ? "-" : tried});
+  if (!str(k, "ptx").empty()) t.row({"PTX", str(k, "ptx")});
+  const json skipped = k.value("skipped", json::object());
+  for (const auto& [strategy, why] : skipped.items()) {
+    t.row({"skipped by " + strategy, why.is_string() ? why.get<std::string>() : why.dump()});
+  }
   std::string text = t.render();
   std::cout << text.substr(text.find('\n') + 1);
   const json variants = k.value("variants", json::array());
