@@ -132,6 +132,11 @@ void encode(wire::Writer& w, const Kernels& m) {
     w.u64(k.image_size);
     w.boolean(k.source_known);
   }
+  if (!m.arch.empty()) {
+    w.str(m.device_name);
+    w.str(m.arch);
+    w.u32(m.driver_version);
+  }
 }
 
 bool decode(wire::Reader& r, Kernels& m) {
@@ -148,6 +153,11 @@ bool decode(wire::Reader& r, Kernels& m) {
     k.source_known = r.boolean();
     if (!r.ok()) break;
     if (k.key.entry.empty()) r.fail("kernel without a name");
+  }
+  if (r.ok() && r.remaining() > 0) {
+    m.device_name = r.str(k_max_name);
+    m.arch = r.str(k_max_name);
+    m.driver_version = r.u32();
   }
   return r.ok();
 }

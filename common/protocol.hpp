@@ -120,6 +120,12 @@ struct KernelInfo {
 
 struct Kernels {
   std::vector<KernelInfo> kernels;
+  // The process's device, in the first report after it became known when the hello could not
+  // name it (a runtime-API program connects before it initializes CUDA); empty otherwise.
+  // Appended after the kernels: a daemon that predates the fields ignores them.
+  std::string device_name;
+  std::string arch;
+  uint32_t driver_version = 0;
 };
 
 struct KernelStats {

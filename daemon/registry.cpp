@@ -1,5 +1,7 @@
 #include "daemon/registry.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <ctime>
 
@@ -63,6 +65,13 @@ bool Registry::kernels_seen(uint64_t connection, const proto::Kernels& msg, std:
     return false;
   }
   ProcessInfo& p = pit->second;
+  if (!msg.arch.empty() && p.hello.arch.empty()) {
+    // The device, named once the process initialized CUDA (its hello came before).
+    p.hello.device_name = msg.device_name;
+    p.hello.arch = msg.arch;
+    if (msg.driver_version) p.hello.driver_version = msg.driver_version;
+    spdlog::info("process {} uses {} ({})", p.hello.pid, p.hello.device_name, p.hello.arch);
+  }
   int64_t now = unix_now();
   for (const auto& k : msg.kernels) {
     auto [sit, inserted] = p.kernels.try_emplace(k.id);

@@ -84,6 +84,7 @@ struct Reporter::Impl {
   };
   int fd = -1;
   bool handshake = false;
+  bool device_known = false; // the daemon has the device (from the hello or a later report)
   bool finished = false;
   bool reported_final = false;
   uint64_t next_collect = 0;
@@ -116,7 +117,7 @@ struct Reporter::Impl {
   // device: it would delay it).
   void release_spent_captures();
   void send_status(const proto::VariantStatus& st);
-  proto::Hello hello() const;
+  proto::Hello hello();
   void signal_final_done();
 };
 
@@ -305,7 +306,36 @@ void Reporter::Impl::connect_daemon(uint64_t now) {
   queue(proto::frame_of(proto::MsgType::hello, ++seq, hello()));
 }
 
-proto::Hello Reporter::Impl::hello() const {
+namespace {
+
+// The process's first device, its architecture and the driver version; false while CUDA is not
+// initialized (the driver answers CUDA_ERROR_NOT_INITIALIZED, which the shim never changes).
+bool current_device(std::string& name_out, std::string& arch_out, uint32_t& driver_out) {
+  using DriverVersion = int (*)(int*);
+  using DeviceGet = int (*)(int*, int);
+  using DeviceName = int (*)(char*, int, int);
+  using DeviceAttr = int (*)(int*, int, int);
+  int version = 0, dev = 0;
+  if (auto f = real_as<DriverVersion>(Fn::cuDriverGetVersion); f && f(&version) == 0) {
+    driver_out = uint32_t(version);
+  }
+  auto get = real_as<DeviceGet>(Fn::cuDeviceGet);
+  if (!get || get(&dev, 0) != 0) return false;
+  char name[256] = {};
+  if (auto f = real_as<DeviceName>(Fn::cuDeviceGetName); f && f(name, sizeof name - 1, dev) == 0) {
+    name_out = name;
+  }
+  int major = 0, minor = 0;
+  auto attr = real_as<DeviceAttr>(Fn::cuDeviceGetAttribute);
+  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
+  if (!attr || attr(&major, 75, dev) != 0 || attr(&minor, 76, dev) != 0) return false;
+  arch_out = "sm_" + std::to_string(major) + std::to_string(minor);
+  return true;
+}
+
+} // namespace
+
+proto::Hello Reporter::Impl::hello() {
   proto::Hello h;
   h.kind = proto::ClientKind::shim;
   h.pid = uint32_t(::getpid());
@@ -314,27 +344,7 @@ proto::Hello Reporter::Impl::hello() const {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) == 0) h.hostname = host;
   h.client_version = k_version;
-  using DriverVersion = int (*)(int*);
-  using DeviceGet = int (*)(int*, int);
-  using DeviceName = int (*)(char*, int, int);
-  using DeviceAttr = int (*)(int*, int, int);
-  int version = 0, dev = 0;
-  if (auto f = real_as<DriverVersion>(Fn::cuDriverGetVersion); f && f(&version) == 0) {
-    h.driver_version = uint32_t(version);
-  }
-  if (auto get = real_as<DeviceGet>(Fn::cuDeviceGet); get && get(&dev, 0) == 0) {
-    char name[256] = {};
-    if (auto f = real_as<DeviceName>(Fn::cuDeviceGetName);
-        f && f(name, sizeof name - 1, dev) == 0) {
-      h.device_name = name;
-    }
-    int major = 0, minor = 0;
-    auto attr = real_as<DeviceAttr>(Fn::cuDeviceGetAttribute);
-    // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
-    if (attr && attr(&major, 75, dev) == 0 && attr(&minor, 76, dev) == 0) {
-      h.arch = "sm_" + std::to_string(major) + std::to_string(minor);
-    }
-  }
+  device_known = current_device(h.device_name, h.arch, h.driver_version);
   return h;
 }
 
@@ -647,6 +657,12 @@ bool Reporter::Impl::announce() {
     announced.push_back(rec);
   }
   if (!ks.kernels.empty()) {
+    // A module loaded means CUDA is initialized: the device can be named now if the hello could
+    // not.
+    if (!device_known) {
+      device_known = current_device(ks.device_name, ks.arch, ks.driver_version);
+      if (!device_known) ks.arch.clear();
+    }
     queue(proto::frame_of(proto::MsgType::kernels, ++seq, ks));
     for (KernelRecord* rec : announced) rec->announced = true;
   }

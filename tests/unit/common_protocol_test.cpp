@@ -83,6 +83,17 @@ TEST(Protocol, MessagesRoundTrip) {
   EXPECT_EQ(ks2.kernels[0].key.entry, "saxpy");
   EXPECT_EQ(ks2.kernels[0].key.image, (ImageHash{1, 2}));
   EXPECT_TRUE(ks2.kernels[0].source_known);
+  EXPECT_TRUE(ks2.arch.empty()); // no device appended
+  // The device appended when the hello could not name it, and what an older encoder sends
+  // (no device) decoded by the newer decoder.
+  ks.device_name = "NVIDIA H200";
+  ks.arch = "sm_90";
+  ks.driver_version = 13000;
+  Kernels ks3 = round_trip(ks);
+  EXPECT_EQ(ks3.device_name, "NVIDIA H200");
+  EXPECT_EQ(ks3.arch, "sm_90");
+  EXPECT_EQ(ks3.driver_version, 13000u);
+  ASSERT_EQ(ks3.kernels.size(), 1u);
 
   Stats st;
   st.uptime_ns = 99;
