@@ -67,11 +67,14 @@ HONE_CUDART_API cudaError_t cudaPeekAtLastError() {
   return peek_last_error();
 }
 
+// "unrecognized error code" for a value enum cudaError does not have, as documented.
 HONE_CUDART_API const char* cudaGetErrorName(cudaError_t error) {
+  // k_error_names holds the cudaError* enumerators (gen_exports.cmake): cudaSuccess is not one.
+  if (error == cudaSuccess) return "cudaSuccess";
   for (size_t i = 0; i < k_error_name_count; ++i) {
     if (k_error_names[i].value == int(error)) return k_error_names[i].name;
   }
-  return "cudaErrorUnknown";
+  return "unrecognized error code";
 }
 
 HONE_CUDART_API const char* cudaGetErrorString(cudaError_t error) {
