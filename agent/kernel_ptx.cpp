@@ -59,4 +59,12 @@ Result<std::string> kernel_ptx(const KernelTask& task) {
   return std::move(*text);
 }
 
+std::string param_label(std::string_view entry, std::string_view name) {
+  std::string prefix = std::string(entry) + "_param_";
+  if (entry.starts_with("_Z") && name.starts_with(prefix) && name.size() > prefix.size()) {
+    return "param " + std::string(name.substr(prefix.size()));
+  }
+  return std::string(name);
+}
+
 } // namespace hone::agent

@@ -5,6 +5,7 @@
 #include "common/result.hpp"
 
 #include <string>
+#include <string_view>
 
 namespace hone::agent {
 
@@ -12,5 +13,9 @@ namespace hone::agent {
 // of a fatbin that a driver would JIT for task.arch (the newest when the arch is unknown). An
 // error saying why when there is none ("a fatbin with SASS only (sm_90)", "a cubin: SASS only").
 Result<std::string> kernel_ptx(const KernelTask& task);
+
+// A PTX parameter's name for people: nvcc names them <entry>_param_<N>, which for a mangled C++
+// entry repeats the whole mangled name: "param N" then. Other names stay as they are.
+std::string param_label(std::string_view entry, std::string_view name);
 
 } // namespace hone::agent

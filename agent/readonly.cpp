@@ -397,7 +397,7 @@ private:
     std::string names;
     for (uint32_t f : changed_fields) {
       if (!names.empty()) names += ", ";
-      names += info.params[fields[f].param].name;
+      names += param_label(entry.name, info.params[fields[f].param].name);
       if (info.params[fields[f].param].aggregate) names += "+" + std::to_string(fields[f].offset);
     }
     Candidate c;

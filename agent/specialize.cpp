@@ -325,23 +325,13 @@ Result<PtxSpecialization> specialize_ptx(const ptx::Module& original, std::strin
   return out;
 }
 
-// A PTX parameter's name for people: nvcc names them <entry>_param_<N>, which for a mangled C++
-// entry is long and says nothing the index does not ("param 2").
-std::string readable_param(std::string_view entry, std::string_view name) {
-  std::string prefix = std::string(entry) + "_param_";
-  if (name.starts_with(prefix) && name.size() > prefix.size()) {
-    return "param " + std::string(name.substr(prefix.size()));
-  }
-  return std::string(name);
-}
-
 Candidate ptx_candidate(const KernelTask& task, PtxSpecialization spec) {
   Candidate c;
   c.description = "specialized";
   for (size_t i = 0; i < spec.params.size(); ++i) {
     const ConstantParam& p = *spec.params[i];
     c.description +=
-        (i ? ", " : " ") + readable_param(task.key.entry, p.info.name) + "=" +
+        (i ? ", " : " ") + param_label(task.key.entry, p.info.name) + "=" +
         display(p.bytes, *ptx_value_kind(p.info.type));
   }
   c.description += " (PTX level: ld.param replaced by constants";

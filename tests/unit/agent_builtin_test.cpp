@@ -356,7 +356,7 @@ TEST_F(SpecializeMix, WithoutSourceThePtxLoadsBecomeConstants) {
   ASSERT_EQ(c.guard.scalars.size(), 2u);
   EXPECT_EQ(c.guard.scalars[0], (ScalarGuard{2, info.params[2].offset, bytes_of(4096)}));
   EXPECT_EQ(c.guard.scalars[1], (ScalarGuard{3, info.params[3].offset, bytes_of(64)}));
-  EXPECT_NE(c.description.find("param 3=64"), std::string::npos) << c.description;
+  EXPECT_NE(c.description.find("mix_rounds_param_3=64"), std::string::npos) << c.description;
 
   auto module = ptx::parse(c.code);
   ASSERT_TRUE(module) << module.error().message;
