@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # make demo: hone optimizing the kernels of a running application, on the emulated device (no GPU).
 #
-# hone-example-mlp (examples/mlp) is an ordinary CUDA program: it compiles five kernels with NVRTC
-# when it starts and runs an inference-like step over and over, checking its results against the
-# host and fingerprinting the results of a fixed input. It runs unmodified, under
-# LD_PRELOAD=libhone.so, on the emulated driver. honed sees its kernels turn hot, captures some of
-# their launches, lets its built-in strategies propose candidates, proves each one equal to the
+# Two ordinary CUDA programs run side by side, unmodified, under LD_PRELOAD=libhone.so, on the
+# emulated device: hone-example-mlp (examples/mlp), a driver-API program that compiles five kernels
+# with NVRTC when it starts, and hone-example-hashing (examples/hashing), a runtime-API program
+# built by nvcc with -cudart shared (<<<>>> launches, kernels only in its fatbin), which runs on the
+# emulated device's own CUDA runtime. Each runs an inference-like step over and over, checking its
+# results against the host and fingerprinting the results of a fixed input. honed sees their
+# kernels turn hot, captures some of their launches, lets its built-in strategies propose
+# candidates (from the NVRTC source, or from the fatbin's PTX), proves each one equal to the
 # original on the captured launches in a worker, measures it (the emulated device's modeled
-# time), and swaps the verified faster ones into the running application. The demo shows each of
-# those steps as it happens, then stops the application, which must report that its results never
-# changed.
+# time), and swaps the verified faster ones into the running applications. The demo shows each of
+# those steps as it happens, then stops the applications, which must report that their results
+# never changed.
 #
 #   examples/demo.sh [BUILD_DIR]    (default build: relative to the repository root, or absolute)
 #   DEMO_SECONDS=120                the longest the demo waits for hone to finish its work
@@ -25,7 +28,10 @@ case $build in /*) out=$build ;; *) out=$root/$build ;; esac
 bin="$out/bin"
 emu="$out/lib/emu"
 shim="$out/lib/libhone.so"
-app="$bin/hone-example-mlp"
+# The applications: name, program, and the log each writes.
+apps=(mlp hashing)
+declare -A app_bin=([mlp]="$bin/hone-example-mlp" [hashing]="$bin/hone-example-hashing")
+declare -A app_pid app_seen prev_step shown_step first_step
 # The device: the emulated one (the driver in BUILD/lib/emu, first on LD_LIBRARY_PATH), or with
 # DEMO_DRIVER the real driver the system has.
 if [ -n "${DEMO_DRIVER:-}" ]; then
@@ -36,7 +42,7 @@ else
   runs_why="default 21: the emulated device's modeled times do not vary"
   [ -e "$driver" ] || { echo "demo: $driver is missing: build first (make build)" >&2; exit 1; }
 fi
-for f in "$bin/honed" "$bin/honectl" "$shim" "$app"; do
+for f in "$bin/honed" "$bin/honectl" "$shim" "${app_bin[@]}"; do
   [ -e "$f" ] || { echo "demo: $f is missing: build first (make build)" >&2; exit 1; }
 done
 limit=${DEMO_SECONDS:-120}
@@ -44,10 +50,9 @@ hot_min=20
 
 work=$(mktemp -d)
 honed_pid=""
-app_pid=""
 cleanup() {
   touch "$work/stop"
-  [ -n "$app_pid" ] && wait "$app_pid" 2>/dev/null || true
+  for a in "${apps[@]}"; do [ -n "${app_pid[$a]:-}" ] && wait "${app_pid[$a]}" 2>/dev/null; done || true
   [ -n "$honed_pid" ] && kill "$honed_pid" 2>/dev/null && wait "$honed_pid" 2>/dev/null || true
   rm -rf "$work"
 }
@@ -59,7 +64,7 @@ ctl() { "$bin/honectl" --socket "$work/hone.sock" "$@"; }
 # Fails the demo loudly, with the end of the logs that say why.
 die() {
   printf '\n%sdemo FAILED: %s%s\n' "$red" "$*" "$plain" >&2
-  for f in honed.log app.log; do
+  for f in honed.log "${apps[@]/%/.log}"; do
     [ -s "$work/$f" ] && { echo "--- last lines of $f" >&2; tail -15 "$work/$f" >&2; }
   done
   exit 1
@@ -89,23 +94,27 @@ for _ in $(seq 100); do [ -S "$work/hone.sock" ] && break; sleep 0.1; done
 echo "honed $honed_pid listening on $work/hone.sock; the settings that differ from the defaults:"
 sed -n 's/^\([a-z_]*\) = \([^#]*[^ #]\) *# \(.*\)/  \1 = \2   (\3)/p' "$work/hone.toml"
 
-say "the application: an ordinary CUDA program, unmodified, under LD_PRELOAD=libhone.so"
-echo "\$ LD_PRELOAD=libhone.so hone-example-mlp"
-HONE_SOCKET="$work/hone.sock" LD_PRELOAD="$shim" LD_LIBRARY_PATH="$app_libs" \
-  "$app" --seconds 600 --check-every 20 --stop-file "$work/stop" >"$work/app.log" 2>&1 &
-app_pid=$!
-for _ in $(seq 100); do grep -q '^check 1 ' "$work/app.log" 2>/dev/null && break; sleep 0.1; done
-sed -n '1,3p' "$work/app.log" | sed 's/^/  /'
-grep -q '^check 1 .* ok$' "$work/app.log" || die "the application did not start"
+say "the applications: ordinary CUDA programs, unmodified, under LD_PRELOAD=libhone.so"
+echo "  hone-example-mlp: the driver API, its kernels compiled by NVRTC at start"
+echo "  hone-example-hashing: the runtime API (nvcc -cudart shared, <<<>>>), kernels only in its fatbin"
+for a in "${apps[@]}"; do
+  echo "\$ LD_PRELOAD=libhone.so $(basename "${app_bin[$a]}")"
+  HONE_SOCKET="$work/hone.sock" LD_PRELOAD="$shim" LD_LIBRARY_PATH="$app_libs" \
+    "${app_bin[$a]}" --seconds 600 --check-every 20 --stop-file "$work/stop" >"$work/$a.log" 2>&1 &
+  app_pid[$a]=$!
+  app_seen[$a]=0
+done
+for a in "${apps[@]}"; do
+  for _ in $(seq 100); do grep -q '^check 1 ' "$work/$a.log" 2>/dev/null && break; sleep 0.1; done
+  sed -n '1,3p' "$work/$a.log" | sed 's/^/  /'
+  grep -q '^check 1 .* ok$' "$work/$a.log" || die "$a did not start"
+  first_step[$a]=$(sed -n 's/^check 1 .* step_us \([0-9.]*\) .*/\1/p' "$work/$a.log")
+done
 
 # --- following honed's log and the application's checks ------------------------------------------
 
 declare -A job_of   # job id -> "kernel strategy"
 honed_seen=0
-app_seen=0
-prev_step=""
-shown_step=""
-first_step=$(sed -n 's/^check 1 .* step_us \([0-9.]*\) .*/\1/p' "$work/app.log")
 
 # Lines FROM to TO of FILE (complete lines only: TO was counted before).
 lines_between() {
@@ -114,7 +123,9 @@ lines_between() {
 }
 
 clip() { local s=$1; [ ${#s} -gt 112 ] && s="${s:0:111}…"; printf '%s' "$s"; }
-print_event() { printf '  %-10s %s\n' "$1" "$(clip "$2")"; }
+# C++ kernel names (the runtime-API application's) read demangled where c++filt is there.
+demangle() { if command -v c++filt >/dev/null; then c++filt -p <<<"$1"; else printf '%s' "$1"; fi; }
+print_event() { printf '  %-10s %s\n' "$1" "$(clip "$(demangle "$2")")"; }
 event() { flush_group; print_event "$@"; }
 
 # Candidates and verdicts come in runs (a strategy proposes several candidates at once, and they
@@ -178,21 +189,21 @@ honed_line() {
   fi
 }
 
-# One line of the application's output. A check is shown when the device time of a step has
+# One line of application A's output. A check is shown when the device time of a step has
 # changed and held for two checks in a row (a step with a captured launch takes longer: the
 # capture's copies run on the application's stream).
 app_line() {
-  local line=$1
+  local a=$1 line=$2
   if [[ $line =~ ^check\ ([0-9]+)\ iteration\ ([0-9]+)\ .*step_us\ ([0-9.]+)\ ok$ ]]; then
     local step=${BASH_REMATCH[3]}
-    if [ "$step" = "$prev_step" ] && [ "$step" != "$shown_step" ]; then
-      event app "check ${BASH_REMATCH[1]} (iteration ${BASH_REMATCH[2]}): results ok; a step takes $step us of device time"
-      shown_step=$step
+    if [ "$step" = "${prev_step[$a]:-}" ] && [ "$step" != "${shown_step[$a]:-}" ]; then
+      event "$a" "check ${BASH_REMATCH[1]} (iteration ${BASH_REMATCH[2]}): results ok; a step takes $step us of device time"
+      shown_step[$a]=$step
     fi
-    prev_step=$step
+    prev_step[$a]=$step
   elif [[ $line =~ MISMATCH|^mismatch ]]; then
-    event app "$line"
-    die "the application reports a mismatch"
+    event "$a" "$line"
+    die "$a reports a mismatch"
   fi
 }
 
@@ -203,15 +214,20 @@ follow() {
     honed_line "$line"
   done < <(lines_between "$work/honed.log" $((honed_seen + 1)) "$n")
   honed_seen=$n
-  n=$(wc -l <"$work/app.log")
-  while IFS= read -r line; do
-    app_line "$line"
-  done < <(lines_between "$work/app.log" $((app_seen + 1)) "$n")
-  app_seen=$n
+  local a
+  for a in "${apps[@]}"; do
+    n=$(wc -l <"$work/$a.log")
+    while IFS= read -r line; do
+      app_line "$a" "$line"
+    done < <(lines_between "$work/$a.log" $((app_seen[$a] + 1)) "$n")
+    app_seen[$a]=$n
+  done
   # A run not continued for a few seconds is over.
   [ -z "$group_tag" ] || [ $((SECONDS - group_since)) -lt 4 ] || flush_group
   kill -0 "$honed_pid" 2>/dev/null || die "honed died"
-  [ -z "$app_pid" ] || kill -0 "$app_pid" 2>/dev/null || die "the application stopped by itself"
+  for a in "${apps[@]}"; do
+    [ -z "${app_pid[$a]:-}" ] || kill -0 "${app_pid[$a]}" 2>/dev/null || die "$a stopped by itself"
+  done
 }
 
 # "name launches variant_launches state est_gpu_ns" per kernel, from honectl kernels --json (its
@@ -289,22 +305,29 @@ ctl status --top 5 | awk '/^Variants$/ { skip = 1; next } /^Agent$/ { skip = 0 }
 swapped=$(kernel_rows | awk '$3 > 0 { print $1 }')
 [ -n "$swapped" ] || swapped=$(kernel_rows | awk 'NR == 1 { print $1 }')
 
-say "stop the application: its results must be what they were without hone"
+say "stop the applications: their results must be what they were without hone"
 touch "$work/stop"
-status=0
-wait "$app_pid" || status=$?
-app_pid=""
+declare -A status
+for a in "${apps[@]}"; do
+  status[$a]=0
+  wait "${app_pid[$a]}" || status[$a]=$?
+  app_pid[$a]=""
+done
 follow
-grep -E '^check ' "$work/app.log" | tail -1 | sed 's/^/  last check: /'
-final=$(tail -1 "$work/app.log")
-echo "  $final"
-last_step=$(grep -E '^check ' "$work/app.log" | tail -1 | sed -n 's/.* step_us \([0-9.]*\) .*/\1/p')
-if [ -n "$first_step" ] && [ -n "$last_step" ]; then
-  awk -v a="$first_step" -v b="$last_step" 'BEGIN {
-    printf "  device time of one step (modeled): %.2f us at the start, %.2f us at the end (%.2fx)\n",
-           a, b, (b > 0 ? a / b : 0) }'
-fi
-[ "$status" -eq 0 ] && [[ $final == *"result ok" ]] || die "the application failed (exit $status): $final"
+for a in "${apps[@]}"; do
+  echo "  $a:"
+  grep -E '^check ' "$work/$a.log" | tail -1 | sed 's/^/    last check: /'
+  final=$(tail -1 "$work/$a.log")
+  echo "    $final"
+  last_step=$(grep -E '^check ' "$work/$a.log" | tail -1 | sed -n 's/.* step_us \([0-9.]*\) .*/\1/p')
+  if [ -n "${first_step[$a]}" ] && [ -n "$last_step" ]; then
+    awk -v a="${first_step[$a]}" -v b="$last_step" 'BEGIN {
+      printf "    device time of one step (modeled): %.2f us at the start, %.2f us at the end (%.2fx)\n",
+             a, b, (b > 0 ? a / b : 0) }'
+  fi
+  [ "${status[$a]}" -eq 0 ] && [[ $final == *"result ok" ]] ||
+    die "$a failed (exit ${status[$a]}): $final"
+done
 
 for k in $swapped; do
   say "honectl variants $k"
@@ -321,5 +344,5 @@ for k in $swapped; do
   fi
 done
 kill -0 "$honed_pid" 2>/dev/null || die "honed died"
-printf '\n%sdemo ok%s (%d s): the application ran under hone and its results never changed\n' \
+printf '\n%sdemo ok%s (%d s): both applications ran under hone and their results never changed\n' \
   "$bold" "$plain" "$SECONDS"
