@@ -570,3 +570,16 @@ HONE_CUDART_API cudaError_t cudaMemAdvise(const void* ptr, size_t count, cudaMem
         call(driver().cuMemAdvise, dptr(ptr), count, CUmem_advise(advice), cu(location)));
   });
 }
+
+// Arrays and textures are not implemented (their entry points are cudaErrorNotSupported stubs),
+// but a program may build a channel description without ever using one: it is plain data.
+HONE_CUDART_API cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w,
+                                                            cudaChannelFormatKind f) {
+  cudaChannelFormatDesc d;
+  d.x = x;
+  d.y = y;
+  d.z = z;
+  d.w = w;
+  d.f = f;
+  return d;
+}
