@@ -74,16 +74,6 @@ std::string expect_correct(BackgroundApp& app) {
   return r.out;
 }
 
-// The verified variant of `kernel` a strategy made (null until there is one).
-json verified_variant(Ctl& ctl, const std::string& kernel, const std::string& strategy) {
-  json r = ctl.request({{"cmd", "variants"}, {"target", kernel}});
-  if (!r.value("ok", false)) return nullptr;
-  for (const auto& v : r["result"]["variants"]) {
-    if (v.value("strategy", "") == strategy && v.value("state", "") == "verified") return v;
-  }
-  return nullptr;
-}
-
 uint64_t count(const json& kernel, const char* field) {
   return kernel.is_null() ? 0 : kernel.value(field, uint64_t(0));
 }
@@ -134,7 +124,7 @@ TEST(Agent, SpecializationServesOnlyWhileTheArgumentKeepsItsValue) {
         spec_app(d->socket(), {"--rounds", "64", "--new-rounds", "48", "--change-file", change}));
     Ctl ctl(d->socket());
     ASSERT_TRUE(wait_for(
-        [&] { return !(variant = verified_variant(ctl, "mix_rounds", "specialize")).is_null(); },
+        [&] { return !(variant = ctl.verified_variant("mix_rounds", "specialize")).is_null(); },
         240s))
         << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
     EXPECT_GT(variant.value("speedup", 0.0), 1.05) << variant.dump(2);
@@ -266,7 +256,7 @@ TEST(Agent, LlmCandidateIsFedItsMismatchAndFixedOnTheNextTurn) {
 
   json variant;
   ASSERT_TRUE(wait_for(
-      [&] { return !(variant = verified_variant(ctl, "accumulate", "llm")).is_null(); }, 300s))
+      [&] { return !(variant = ctl.verified_variant("accumulate", "llm")).is_null(); }, 300s))
       << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
   EXPECT_GT(variant.value("speedup", 0.0), 1.05) << variant.dump(2);
   print_jobs(ctl);

@@ -71,15 +71,6 @@ AppOptions app(const std::string& name, const std::string& socket, std::vector<s
   return o;
 }
 
-json verified_variant(Ctl& ctl, const std::string& kernel, const std::string& strategy) {
-  json r = ctl.request({{"cmd", "variants"}, {"target", kernel}});
-  if (!r.value("ok", false)) return nullptr;
-  for (const auto& v : r["result"]["variants"]) {
-    if (v.value("strategy", "") == strategy && v.value("state", "") == "verified") return v;
-  }
-  return nullptr;
-}
-
 uint64_t field(const json& kernel, const char* name) {
   return kernel.is_null() ? 0 : kernel.value(name, uint64_t(0));
 }
@@ -156,9 +147,7 @@ class RuntimeLoop : public ::testing::TestWithParam<LoopCase> {};
 TEST_P(RuntimeLoop, PtxLevelCandidateIsValidatedSwappedServedAndDisabled) {
   auto d = start_daemon(agent_config());
   ASSERT_TRUE(d);
-  TempDir files("hone-rt-loop");
-  std::string stop = (files.path() / "stop").string();
-  std::vector<std::string> args{"--seconds", "300", "--stop-file", stop};
+  std::vector<std::string> args{"--seconds", "300"};
   args.insert(args.end(), GetParam().args.begin(), GetParam().args.end());
   BackgroundApp a(app(GetParam().program, d->socket(), args));
   Ctl ctl(d->socket());
@@ -166,7 +155,7 @@ TEST_P(RuntimeLoop, PtxLevelCandidateIsValidatedSwappedServedAndDisabled) {
   // No source: the kernel came in a fatbin, so specialization works on its PTX.
   json variant;
   ASSERT_TRUE(wait_for(
-      [&] { return !(variant = verified_variant(ctl, k_bucket, "specialize")).is_null(); }, 300s))
+      [&] { return !(variant = ctl.verified_variant(k_bucket, "specialize")).is_null(); }, 300s))
       << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
   EXPECT_GT(variant.value("speedup", 0.0), 1.05) << variant.dump(2);
   // Stored for the device the program named once it initialized CUDA (its hello came first).
@@ -211,7 +200,6 @@ TEST_P(RuntimeLoop, PtxLevelCandidateIsValidatedSwappedServedAndDisabled) {
   EXPECT_EQ(field(ctl.kernel(k_bucket), "variant_launches"), field(before, "variant_launches"))
       << "the variant kept serving after disable";
 
-  std::ofstream(stop) << "stop\n";
   expect_correct(a);
 }
 

@@ -358,6 +358,15 @@ nlohmann::json Ctl::kernel(const std::string& name) {
   return nullptr;
 }
 
+nlohmann::json Ctl::verified_variant(const std::string& kernel, const std::string& strategy) {
+  nlohmann::json r = request({{"cmd", "variants"}, {"target", kernel}});
+  if (!r.value("ok", false)) return nullptr;
+  for (const auto& v : r["result"]["variants"]) {
+    if (v.value("strategy", "") == strategy && v.value("state", "") == "verified") return v;
+  }
+  return nullptr;
+}
+
 nlohmann::json Ctl::wait_job(uint64_t id, std::chrono::milliseconds timeout) {
   nlohmann::json job;
   bool done = wait_for(

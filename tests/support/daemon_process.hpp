@@ -135,8 +135,11 @@ public:
   nlohmann::json request(const nlohmann::json& request, int fd = -1);
   // The kernel named `name` as `kernels` lists it; null until a shim reported it.
   nlohmann::json kernel(const std::string& name);
+  // The verified variant of `kernel` (a name or key) that `strategy` made; null until there is one.
+  nlohmann::json verified_variant(const std::string& kernel, const std::string& strategy);
   // Wait until job `id` is done; its JSON (null on timeout).
-  nlohmann::json wait_job(uint64_t id, std::chrono::milliseconds timeout = std::chrono::seconds(180));
+  nlohmann::json wait_job(uint64_t id,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(180));
 
 private:
   std::unique_ptr<Client> m_client;
