@@ -135,6 +135,22 @@ struct Library {
   std::map<std::string, Handle, std::less<>> kernels;
 };
 
+// A memory pool (cuMemPoolCreate, or a device's default pool). Work runs synchronously, so a
+// stream-ordered allocation exists from its call on and a free returns its memory at once: what
+// the pool has reserved is what it has handed out (nothing is kept for reuse).
+struct MemPool {
+  Handle handle = 0;
+  CUmemPoolProps props{};
+  bool is_default = false;
+  bool destroyed = false; // by cuMemPoolDestroy; gone once its last allocation is freed
+  cuuint64_t release_threshold = 0;
+  int reuse_follow_event_dependencies = 1;
+  int reuse_allow_opportunistic = 1;
+  int reuse_allow_internal_dependencies = 1;
+  cuuint64_t used = 0, used_high = 0;
+  std::set<uint64_t> allocations; // bases of its live allocations
+};
+
 struct Context {
   Handle handle = 0;
   uint64_t id = 0;
@@ -175,6 +191,10 @@ struct Registry {
   // The properties of each physical allocation of cuMemCreate (the memory itself is Memory's),
   // kept while it lives (cuMemGetAllocationPropertiesFromHandle).
   std::unordered_map<Handle, CUmemAllocationProp> vmm_props;
+  // Memory pools, device 0's default one (made on first use) and the one cuMemAllocAsync uses.
+  std::unordered_map<Handle, std::unique_ptr<MemPool>> pools;
+  Handle default_pool = 0;
+  Handle current_pool = 0;
   Handle primary = 0; // device 0's primary context, created by cuInit, never erased
   int primary_refcount = 0;
   uint64_t next_id = 1;
@@ -195,6 +215,7 @@ struct Registry {
   LibraryKernel* kernel(Handle h);
   Stream* stream(Handle h);
   Event* event(Handle h);
+  MemPool* pool(Handle h); // a live pool (not destroyed), or nullptr
 };
 
 Registry& registry();
@@ -253,6 +274,16 @@ Context* live_context(Registry& r, Handle ctx);
 // Whether a sticky error class: the errors a real GPU reports asynchronously and that corrupt the
 // context for good.
 bool is_sticky_error(int status);
+
+// --- memory pools (call with the registry locked) -----------------------------------------------
+
+// Device 0's default pool, made on first use.
+MemPool& default_pool(Registry& r);
+// Take the pool allocation of `bytes` at `base` off its pool's books (it was freed, or its
+// context was).
+void pool_forget(Registry& r, uint64_t base, uint64_t bytes);
+// The pool allocations (base, size) `owner` (a context's memory owner) holds.
+std::vector<std::pair<uint64_t, uint64_t>> pool_allocations_of(Registry& r, const void* owner);
 
 // --- streams and the clock model (call with the registry locked) -------------------------------
 

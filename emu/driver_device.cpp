@@ -27,9 +27,9 @@ CUresult copy_string(char* out, int len, const char* text) {
 }
 
 // Every CUdevice_attribute of cuda.h 13.0 (1 ... CU_DEVICE_ATTRIBUTE_MAX - 1 are all defined).
-// What is not listed is a feature the emulated device does not offer (managed memory, memory
-// pools, VMM, clusters, TMA, ...): 0, so programs that check before using them stay on the path
-// that works here.
+// What is not listed is a feature the emulated device does not offer (pageable memory access,
+// clusters, TMA, ...): 0, so programs that check before using them stay on the path that works
+// here.
 int attribute_value(int attrib) {
   switch (attrib) {
   case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
@@ -215,6 +215,19 @@ int attribute_value(int attrib) {
   case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:
     return -1;
   case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+    return 1;
+  // Managed memory is an allocation both sides use at one address, and work runs synchronously:
+  // the host may touch it directly, at any time.
+  case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+  case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+  case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST:
+    return 1;
+  case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+    return 1;
+  // Registered host memory is used at its host address, read-only registrations included.
+  case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED:
+  case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+  case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED:
     return 1;
   case CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID:
     return static_cast<int>((0x2330u << 16) | 0x10deu);

@@ -275,6 +275,7 @@ CUresult launch(const LaunchArgs& a) {
   request.params = params;
   request.params_size = params_size;
   request.schedule_seed = schedule_seed();
+  request.cooperative = cooperative;
   LaunchOutcome outcome;
   try {
     outcome = kernel->launch(request);

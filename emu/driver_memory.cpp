@@ -30,15 +30,20 @@ bool inside_writable(uint64_t addr, uint64_t bytes) {
   return a && a->contains(addr, bytes) && !a->read_only;
 }
 
-// Which side of a copy a pointer is on: device memory (any allocation but pinned host memory),
-// or host memory (pinned, or any address the device does not know: pageable).
+bool is_host_memory(const Allocation& a) {
+  return a.kind == AllocKind::host || a.kind == AllocKind::registered;
+}
+
+// Which side of a copy a pointer is on: device memory (any allocation but pinned or registered
+// host memory; managed memory counts as device memory), or host memory (pinned, registered, or
+// any address the device does not know: pageable).
 enum class Side { device, host, bad };
 
 Side side_of(uint64_t addr, uint64_t bytes) {
   auto a = memory().find(addr);
   if (!a) return Side::host;
   if (!a->contains(addr, bytes)) return Side::bad;
-  return a->kind == AllocKind::host ? Side::host : Side::device;
+  return is_host_memory(*a) ? Side::host : Side::device;
 }
 
 CopyKind copy_kind(Side dst, Side src) {
@@ -157,9 +162,12 @@ CUresult free_allocation(uint64_t base, bool host) {
   // Only what cuMemAlloc (resp. cuMemAllocHost/cuMemHostAlloc) returned, by its base address.
   if (!a || a->base != base) return CUDA_ERROR_INVALID_VALUE;
   if (host != (a->kind == AllocKind::host)) return CUDA_ERROR_INVALID_VALUE;
-  if (!host && a->kind != AllocKind::device) return CUDA_ERROR_INVALID_VALUE; // a module variable
+  // Device memory of cuMemAlloc, cuMemAllocManaged or a pool (cuMemFree may free what
+  // cuMemAllocAsync returned); never a module variable.
+  if (!host && a->kind != AllocKind::device) return CUDA_ERROR_INVALID_VALUE;
   if (host) r.host_alloc_flags.erase(base);
   memory().release(base);
+  if (a->pool != 0) pool_forget(r, base, a->size);
   return CUDA_SUCCESS;
 }
 
@@ -181,7 +189,7 @@ template <class T> void put(void* data, T value) {
 // gets its "not a CUDA pointer" default (cuPointerGetAttributes semantics).
 CUresult pointer_attribute(Registry& r, const std::optional<Allocation>& a, uint64_t ptr,
                            int attribute, void* data) {
-  const bool host = a && a->kind == AllocKind::host;
+  const bool host = a && is_host_memory(*a);
   switch (attribute) {
   case CU_POINTER_ATTRIBUTE_CONTEXT:
     put(data, a ? owner_context(r, a->owner) : CUcontext{});
@@ -193,7 +201,8 @@ CUresult pointer_attribute(Registry& r, const std::optional<Allocation>& a, uint
     put<CUdeviceptr>(data, a ? ptr : 0);
     break;
   case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-    if (a && !host) return CUDA_ERROR_INVALID_VALUE; // device memory has no host mapping
+    // Device memory has no host mapping; managed memory is the same address on both sides.
+    if (a && !host && !a->managed) return CUDA_ERROR_INVALID_VALUE;
     put<void*>(data, a ? reinterpret_cast<void*>(ptr) : nullptr);
     break;
   case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
@@ -205,7 +214,7 @@ CUresult pointer_attribute(Registry& r, const std::optional<Allocation>& a, uint
     put<unsigned long long>(data, a ? a->base : 0);
     break;
   case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-    put<bool>(data, false);
+    put<bool>(data, a && a->managed);
     break;
   case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
     put<int>(data, a ? 0 : -2);
@@ -236,7 +245,7 @@ CUresult pointer_attribute(Registry& r, const std::optional<Allocation>& a, uint
                                   : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE);
     break;
   case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-    put<CUmemoryPool>(data, nullptr);
+    put<CUmemoryPool>(data, a && a->pool ? to_cu<CUmemoryPool>(a->pool) : CUmemoryPool{});
     break;
   case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
     put<unsigned long long>(data, a ? a->base : 0);
@@ -248,6 +257,139 @@ CUresult pointer_attribute(Registry& r, const std::optional<Allocation>& a, uint
 }
 
 using D = CopyKind;
+
+// --- 2D copies and memsets -----------------------------------------------------------------------
+
+// cuMemAllocPitch rounds rows up to this: what GPUs of this class return.
+constexpr uint64_t k_pitch_alignment = 512;
+
+// One side of a 2D copy: where its first row starts, and whether it is device memory.
+struct Plane {
+  uint64_t start = 0;
+  bool device = false;
+};
+
+// The side of a CUDA_MEMCPY2D described by these fields, checked: rows of `width` bytes `pitch`
+// apart, `height` of them, from (x, y); a device side must lie inside one allocation (writable
+// for the destination). Arrays are not emulated.
+CUresult plane(CUmemorytype type, const void* host, CUdeviceptr dev, size_t x, size_t y,
+               size_t pitch, size_t width, size_t height, bool dst, Plane& out) {
+  uint64_t base = 0;
+  switch (type) {
+  case CU_MEMORYTYPE_HOST:
+    base = reinterpret_cast<uint64_t>(host);
+    out.device = false;
+    break;
+  case CU_MEMORYTYPE_DEVICE:
+  case CU_MEMORYTYPE_UNIFIED:
+    base = dev;
+    out.device = true;
+    break;
+  case CU_MEMORYTYPE_ARRAY:
+    return CUDA_ERROR_NOT_SUPPORTED;
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (base == 0 || width > pitch) return CUDA_ERROR_INVALID_VALUE;
+  // [start, start + extent): the bytes the rows cover, checked for overflow.
+  const uint64_t max = std::numeric_limits<uint64_t>::max();
+  if (y != 0 && pitch > (max - x) / y) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t offset = uint64_t(y) * pitch + x;
+  if (height - 1 != 0 && pitch > (max - width) / (height - 1)) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t extent = uint64_t(height - 1) * pitch + width;
+  if (base > max - offset || base + offset > max - extent) return CUDA_ERROR_INVALID_VALUE;
+  out.start = base + offset;
+  if (type == CU_MEMORYTYPE_UNIFIED) {
+    Side s = side_of(out.start, extent);
+    if (s == Side::bad) return CUDA_ERROR_INVALID_VALUE;
+    out.device = s == Side::device;
+  }
+  if (out.device) {
+    if (!(dst ? inside_writable(out.start, extent) : inside_allocation(out.start, extent)))
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult copy_2d(const CUDA_MEMCPY2D* c, CUstream hs, bool per_thread, bool host_sync) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Registry& r = registry();
+  Plane src, dst;
+  {
+    std::lock_guard lock(r.mutex);
+    Context* ctx = nullptr;
+    if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
+    Stream* s = nullptr;
+    if (CUresult rc = resolve_stream(r, *ctx, hs, per_thread, s); rc != CUDA_SUCCESS) return rc;
+    if (c->WidthInBytes == 0 || c->Height == 0) return CUDA_SUCCESS;
+    if (CUresult rc = plane(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY,
+                            c->srcPitch, c->WidthInBytes, c->Height, false, src);
+        rc != CUDA_SUCCESS) {
+      return rc;
+    }
+    if (CUresult rc = plane(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY,
+                            c->dstPitch, c->WidthInBytes, c->Height, true, dst);
+        rc != CUDA_SUCCESS) {
+      return rc;
+    }
+    const CopyKind kind = copy_kind(dst.device ? Side::device : Side::host,
+                                    src.device ? Side::device : Side::host);
+    // Charged as one copy of all the rows' bytes (the per-copy latency once, not per row).
+    uint64_t start = op_start(r, *ctx, *s);
+    uint64_t end = start + copy_ns(kind, uint64_t(c->WidthInBytes) * c->Height);
+    op_finish(*s, end);
+    if (host_sync && kind != CopyKind::device_to_device) host_waits(*ctx, end);
+    start_device_work(r);
+  }
+  for (size_t row = 0; row < c->Height; ++row) {
+    std::memmove(reinterpret_cast<void*>(dst.start + row * c->dstPitch),
+                 reinterpret_cast<const void*>(src.start + row * c->srcPitch), c->WidthInBytes);
+  }
+  done_device_work(r);
+  return CUDA_SUCCESS;
+}
+
+CUresult memset_2d(uint64_t dst, size_t pitch, uint32_t value, size_t width, size_t height,
+                   unsigned elem_size, CUstream hs, bool per_thread) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  Registry& r = registry();
+  const uint64_t max = std::numeric_limits<uint64_t>::max();
+  if (width > max / elem_size) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t row_bytes = uint64_t(width) * elem_size;
+  {
+    std::lock_guard lock(r.mutex);
+    Context* ctx = nullptr;
+    if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
+    Stream* s = nullptr;
+    if (CUresult rc = resolve_stream(r, *ctx, hs, per_thread, s); rc != CUDA_SUCCESS) return rc;
+    if (dst % elem_size != 0 || pitch % elem_size != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (width == 0 || height == 0) return CUDA_SUCCESS;
+    if (row_bytes > pitch) return CUDA_ERROR_INVALID_VALUE;
+    if (height - 1 != 0 && pitch > (max - row_bytes) / (height - 1)) return CUDA_ERROR_INVALID_VALUE;
+    const uint64_t extent = uint64_t(height - 1) * pitch + row_bytes;
+    if (!inside_writable(dst, extent)) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t start = op_start(r, *ctx, *s);
+    op_finish(*s, start + memset_ns(row_bytes * height));
+    start_device_work(r);
+  }
+  for (size_t row = 0; row < height; ++row) {
+    uint64_t p = dst + row * pitch;
+    switch (elem_size) {
+    case 1:
+      std::memset(reinterpret_cast<void*>(p), int(value & 0xff), row_bytes);
+      break;
+    case 2:
+      std::fill_n(reinterpret_cast<uint16_t*>(p), width, uint16_t(value));
+      break;
+    default:
+      std::fill_n(reinterpret_cast<uint32_t*>(p), width, value);
+      break;
+    }
+  }
+  done_device_work(r);
+  return CUDA_SUCCESS;
+}
 
 } // namespace
 
@@ -264,6 +406,99 @@ uint64_t addr(const void* p) {
 } // namespace
 
 extern "C" {
+
+// --- 2D copies, memsets and pitched allocation ---------------------------------------------------
+
+CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,
+                                    size_t Height, unsigned int ElementSizeBytes) {
+  return guarded([&] {
+    if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (dptr == nullptr || pPitch == nullptr || WidthInBytes == 0 || Height == 0)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (WidthInBytes > std::numeric_limits<size_t>::max() - k_pitch_alignment)
+      return CUDA_ERROR_INVALID_VALUE;
+    const size_t pitch = (WidthInBytes + k_pitch_alignment - 1) / k_pitch_alignment *
+                         k_pitch_alignment;
+    if (Height > std::numeric_limits<size_t>::max() / pitch) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t base = 0;
+    CUresult rc = alloc(base, pitch * Height, AllocKind::device, 0);
+    if (rc != CUDA_SUCCESS) return rc;
+    *dptr = base;
+    *pPitch = pitch;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D* pCopy) {
+  return guarded([&] { return copy_2d(pCopy, nullptr, false, true); });
+}
+CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* pCopy) {
+  return guarded([&] { return copy_2d(pCopy, nullptr, true, true); });
+}
+// Pitches need no alignment here, so the unaligned form is the same copy.
+CUresult CUDAAPI cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* pCopy) {
+  return guarded([&] { return copy_2d(pCopy, nullptr, false, true); });
+}
+CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* pCopy) {
+  return guarded([&] { return copy_2d(pCopy, nullptr, true, true); });
+}
+CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* pCopy, CUstream hStream) {
+  return guarded([&] { return copy_2d(pCopy, hStream, false, false); });
+}
+CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* pCopy, CUstream hStream) {
+  return guarded([&] { return copy_2d(pCopy, hStream, true, false); });
+}
+
+CUresult CUDAAPI cuMemsetD2D8_v2(CUdeviceptr dst, size_t pitch, unsigned char uc, size_t w,
+                                 size_t h) {
+  return guarded([&] { return memset_2d(dst, pitch, uc, w, h, 1, nullptr, false); });
+}
+CUresult CUDAAPI cuMemsetD2D8_v2_ptds(CUdeviceptr dst, size_t pitch, unsigned char uc, size_t w,
+                                      size_t h) {
+  return guarded([&] { return memset_2d(dst, pitch, uc, w, h, 1, nullptr, true); });
+}
+CUresult CUDAAPI cuMemsetD2D16_v2(CUdeviceptr dst, size_t pitch, unsigned short us, size_t w,
+                                  size_t h) {
+  return guarded([&] { return memset_2d(dst, pitch, us, w, h, 2, nullptr, false); });
+}
+CUresult CUDAAPI cuMemsetD2D16_v2_ptds(CUdeviceptr dst, size_t pitch, unsigned short us, size_t w,
+                                       size_t h) {
+  return guarded([&] { return memset_2d(dst, pitch, us, w, h, 2, nullptr, true); });
+}
+CUresult CUDAAPI cuMemsetD2D32_v2(CUdeviceptr dst, size_t pitch, unsigned int ui, size_t w,
+                                  size_t h) {
+  return guarded([&] { return memset_2d(dst, pitch, ui, w, h, 4, nullptr, false); });
+}
+CUresult CUDAAPI cuMemsetD2D32_v2_ptds(CUdeviceptr dst, size_t pitch, unsigned int ui, size_t w,
+                                       size_t h) {
+  return guarded([&] { return memset_2d(dst, pitch, ui, w, h, 4, nullptr, true); });
+}
+CUresult CUDAAPI cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char uc, size_t w,
+                                   size_t h, CUstream s) {
+  return guarded([&] { return memset_2d(dst, pitch, uc, w, h, 1, s, false); });
+}
+CUresult CUDAAPI cuMemsetD2D8Async_ptsz(CUdeviceptr dst, size_t pitch, unsigned char uc, size_t w,
+                                        size_t h, CUstream s) {
+  return guarded([&] { return memset_2d(dst, pitch, uc, w, h, 1, s, true); });
+}
+CUresult CUDAAPI cuMemsetD2D16Async(CUdeviceptr dst, size_t pitch, unsigned short us, size_t w,
+                                    size_t h, CUstream s) {
+  return guarded([&] { return memset_2d(dst, pitch, us, w, h, 2, s, false); });
+}
+CUresult CUDAAPI cuMemsetD2D16Async_ptsz(CUdeviceptr dst, size_t pitch, unsigned short us,
+                                         size_t w, size_t h, CUstream s) {
+  return guarded([&] { return memset_2d(dst, pitch, us, w, h, 2, s, true); });
+}
+CUresult CUDAAPI cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned int ui, size_t w,
+                                    size_t h, CUstream s) {
+  return guarded([&] { return memset_2d(dst, pitch, ui, w, h, 4, s, false); });
+}
+CUresult CUDAAPI cuMemsetD2D32Async_ptsz(CUdeviceptr dst, size_t pitch, unsigned int ui, size_t w,
+                                         size_t h, CUstream s) {
+  return guarded([&] { return memset_2d(dst, pitch, ui, w, h, 4, s, true); });
+}
 
 // --- allocation --------------------------------------------------------------------------------
 
@@ -314,8 +549,9 @@ CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsig
     Context* ctx = nullptr;
     if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
     auto a = memory().find(addr(p));
-    if (!a || a->kind != AllocKind::host) return CUDA_ERROR_INVALID_VALUE;
-    // Unified addressing: pinned host memory is visible to kernels at its host address.
+    if (!a || !is_host_memory(*a)) return CUDA_ERROR_INVALID_VALUE;
+    // Unified addressing: pinned and registered host memory is visible to kernels at its host
+    // address.
     *pdptr = addr(p);
     return CUDA_SUCCESS;
   });
@@ -330,7 +566,7 @@ CUresult CUDAAPI cuMemHostGetFlags(unsigned int* pFlags, void* p) {
     Context* ctx = nullptr;
     if (CUresult rc = current_context(r, ctx); rc != CUDA_SUCCESS) return rc;
     auto a = memory().find(addr(p));
-    if (!a || a->kind != AllocKind::host) return CUDA_ERROR_INVALID_VALUE;
+    if (!a || !is_host_memory(*a)) return CUDA_ERROR_INVALID_VALUE;
     auto it = r.host_alloc_flags.find(a->base);
     *pFlags = it != r.host_alloc_flags.end() ? it->second : 0;
     return CUDA_SUCCESS;

@@ -184,6 +184,7 @@ CUresult module_function(Registry& r, Module& mod, std::string_view name, Handle
 CUresult library_module(Handle lib_handle, Handle& mod_out) {
   Registry& r = registry();
   std::string ptx, name;
+  ManagedSymbols managed;
   Handle ctx_handle = 0;
   {
     std::lock_guard lock(r.mutex);
@@ -205,8 +206,10 @@ CUresult library_module(Handle lib_handle, Handle& mod_out) {
     ptx = lib->ptx;
     name = lib->name;
     ctx_handle = ctx->handle;
+    managed = lib->prototype->managed();
   }
-  auto program = Program::load(ptx, name);
+  // Managed variables are the library's, one for every context: the prototype's memory.
+  auto program = Program::load(ptx, name, &managed);
   if (!program) {
     log(LogLevel::warn, name + ": cannot load into a new context: " + program.error().message);
     return program.error().code != 0 ? static_cast<CUresult>(program.error().code)

@@ -182,7 +182,9 @@ void release_context_resources(Registry& r, Context& ctx) {
   ctx.modules.clear();
   ctx.streams.clear();
   ctx.events.clear();
+  auto pooled = pool_allocations_of(r, ctx.memory_owner());
   memory().release_owner(ctx.memory_owner());
+  for (const auto& [base, bytes] : pooled) pool_forget(r, base, bytes);
   std::erase_if(r.host_alloc_flags, [](const auto& entry) { return !memory().find(entry.first); });
   std::erase_if(r.vmm_props,
                 [](const auto& entry) { return !memory().physical_alive(entry.first); });

@@ -29,6 +29,7 @@ enum class Sreg : uint8_t {
   clock, clock_hi, clock64, globaltimer, globaltimer_lo, globaltimer_hi,
   total_smem_size, dynamic_smem_size, aggr_smem_size,
   zero, one, // cluster registers of a launch without clusters, %envreg*
+  envreg1, envreg2, // a cooperative launch's grid workspace address, high and low halves
 };
 
 struct Src {

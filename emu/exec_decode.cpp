@@ -76,6 +76,11 @@ std::optional<Sreg> special_register(std::string_view n) {
   };
   auto it = table.find(n);
   if (it != table.end()) return it->second;
+  // The driver-defined environment registers: cooperative groups reads the address of its
+  // grid-wide barrier's workspace from %envreg1:%envreg2 (cooperative_groups/details/sync.h); the
+  // rest are 0.
+  if (n == "%envreg1") return Sreg::envreg1;
+  if (n == "%envreg2") return Sreg::envreg2;
   if (n.starts_with("%envreg")) return Sreg::zero;
   return std::nullopt;
 }

@@ -370,6 +370,8 @@ struct BlockRunner::State {
     case Sreg::total_smem_size:
     case Sreg::aggr_smem_size: return shared_size;
     case Sreg::dynamic_smem_size: return L.dynamic_shared_bytes;
+    case Sreg::envreg1: return uint32_t(L.grid_workspace >> 32);
+    case Sreg::envreg2: return uint32_t(L.grid_workspace);
     case Sreg::zero: return 0;
     case Sreg::one: return 1;
     }

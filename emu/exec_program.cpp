@@ -12,12 +12,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <set>
+#include <thread>
 
 #include <cuda.h>
 
 namespace hone::emu {
 
 namespace {
+
+// Bytes of a cooperative launch's grid barrier workspace (cooperative groups uses the word at
+// offset 4 as its arrival counter).
+constexpr uint64_t k_grid_workspace_bytes = 256;
 
 constexpr uint64_t k_default_budget = 10'000'000'000ull;
 constexpr uint64_t k_launch_overhead_cycles = 4000;
@@ -153,7 +159,26 @@ public:
                      " bytes; the kernel takes " + std::to_string(m_code.param_bytes));
     }
 
+    // A cooperative grid's barrier workspace: zeroed memory the kernel's accesses are checked
+    // against like any allocation, freed with the launch.
+    struct Workspace {
+      uint64_t address = 0;
+      ~Workspace() {
+        if (address) memory().release(address);
+      }
+    } workspace;
+    if (r.cooperative) {
+      auto w = memory().allocate(k_grid_workspace_bytes, AllocKind::device, this);
+      if (!w) {
+        out.status = CUDA_ERROR_OUT_OF_MEMORY;
+        out.message = "launch of " + m_code.name + ": no memory for the grid's barrier";
+        return out;
+      }
+      workspace.address = *w;
+    }
+
     LaunchShared shared;
+    shared.grid_workspace = workspace.address;
     shared.kernel = &m_code;
     shared.grid = g;
     shared.block = b;
@@ -165,7 +190,9 @@ public:
     shared.schedule_seed = r.schedule_seed;
 
     const uint64_t blocks = g.count();
-    unsigned workers = pool_workers();
+    // A cooperative grid's blocks wait for each other at grid barriers: all of them run at once,
+    // one host thread each (the driver checked that the grid fits the device at once).
+    const unsigned workers = r.cooperative ? unsigned(blocks) : pool_workers();
     std::vector<std::unique_ptr<BlockRunner>> runners(workers);
     struct Cost {
       uint64_t issue = 0;
@@ -176,7 +203,7 @@ public:
     uint64_t fail_block = UINT64_MAX;
     BlockResult failure;
     const BlockOrder order(blocks, r.schedule_seed);
-    parallel_for(blocks, [&](unsigned w, uint64_t position) {
+    auto run_block = [&](unsigned w, uint64_t position) {
       // `i` is the block's linear index: what it computes and, for the cost model, which SM it
       // is charged to, whatever order it started in.
       const uint64_t i = order.at(position);
@@ -210,7 +237,25 @@ public:
       out.warp_instructions += br.warp_instructions;
       out.thread_instructions += br.thread_instructions;
       out.memory_sectors += br.memory_sectors;
-    });
+    };
+    if (r.cooperative) {
+      std::vector<std::thread> threads;
+      try {
+        threads.reserve(blocks);
+        for (uint64_t b = 0; b < blocks; ++b) threads.emplace_back(run_block, unsigned(b), b);
+      } catch (const std::exception&) {
+        // Blocks already started may wait at a grid barrier for those that could not: stop them.
+        shared.abort = true;
+        for (auto& t : threads) t.join();
+        out.status = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+        out.message = "launch of " + m_code.name + ": cannot run its " + std::to_string(blocks) +
+                      " cooperative blocks at once on this host";
+        return out;
+      }
+      for (auto& t : threads) t.join();
+    } else {
+      parallel_for(blocks, run_block);
+    }
     if (fail_block != UINT64_MAX) {
       out.status = failure.status;
       out.message = failure.message;
@@ -236,14 +281,16 @@ private:
 class ProgramImpl final : public Program {
 public:
   ~ProgramImpl() override {
-    for (auto& [name, g] : m_globals) memory().release(g.address);
+    for (auto& [name, g] : m_globals) {
+      if (!m_borrowed.count(name)) memory().release(g.address);
+    }
   }
 
-  Result<void> init(std::string_view ptx, std::string_view name) {
+  Result<void> init(std::string_view ptx, std::string_view name, const ManagedSymbols* shared) {
     auto parsed = ptx::parse(ptx, name);
     if (!parsed) return make_error(parsed.error().message, CUDA_ERROR_INVALID_PTX);
     m_module = std::move(*parsed);
-    if (auto r = allocate_variables(); !r) return r;
+    if (auto r = allocate_variables(shared); !r) return r;
     SymbolAddresses addresses;
     for (const auto& [n, g] : m_globals) addresses[n] = g.address;
     for (const auto* f : m_module.entries()) {
@@ -281,19 +328,36 @@ public:
     return it->second;
   }
 
+  ManagedSymbols managed() const override {
+    ManagedSymbols out;
+    for (auto name : m_managed) out.emplace(std::string(name), m_globals.at(name));
+    return out;
+  }
+
 private:
   // .global and .const variables live in device memory the program owns, initialized from
   // their initializers (which may hold the addresses of other variables).
-  Result<void> allocate_variables() {
+  Result<void> allocate_variables(const ManagedSymbols* shared) {
     std::vector<const ptx::VarDecl*> vars;
     for (const auto& it : m_module.items) {
       const auto* v = std::get_if<ptx::VarDecl>(&it.item);
       if (!v || (v->space != ptx::Space::global && v->space != ptx::Space::const_)) continue;
       if (v->is_extern()) continue;
+      const bool managed = v->space == ptx::Space::global && is_managed(*v);
+      if (managed) m_managed.push_back(v->name);
+      if (managed && shared) {
+        // One managed variable per library: the memory the library's first program made. It was
+        // initialized then (and may have been written since): leave it as it is.
+        if (auto s = shared->find(v->name); s != shared->end()) {
+          m_globals[v->name] = s->second;
+          m_borrowed.insert(v->name);
+          continue;
+        }
+      }
       uint64_t size = std::max<uint64_t>(v->size_bytes(), 1);
       auto addr = memory().allocate(
           size, v->space == ptx::Space::const_ ? AllocKind::const_var : AllocKind::global_var,
-          this);
+          this, managed);
       if (!addr) return addr.error();
       m_globals[v->name] = GlobalSymbol{*addr, v->size_bytes()};
       vars.push_back(v);
@@ -337,17 +401,26 @@ private:
     return ok();
   }
 
+  static bool is_managed(const ptx::VarDecl& v) {
+    return std::any_of(v.attrs.begin(), v.attrs.end(), [](std::string_view a) {
+      return a.find(".managed") != std::string_view::npos;
+    });
+  }
+
   ptx::Module m_module;
   std::vector<std::unique_ptr<KernelImpl>> m_kernels;
   std::map<std::string_view, GlobalSymbol> m_globals;
+  std::vector<std::string_view> m_managed;    // the .managed ones among m_globals
+  std::set<std::string_view> m_borrowed;      // those that are another program's memory
 };
 
 } // namespace
 
-Result<std::shared_ptr<Program>> Program::load(std::string_view ptx, std::string_view name) {
+Result<std::shared_ptr<Program>> Program::load(std::string_view ptx, std::string_view name,
+                                               const ManagedSymbols* shared) {
   try {
     auto p = std::make_shared<ProgramImpl>();
-    if (auto r = p->init(ptx, name); !r) return r.error();
+    if (auto r = p->init(ptx, name, shared); !r) return r.error();
     return std::shared_ptr<Program>(std::move(p));
   } catch (const std::bad_alloc&) {
     return make_error("out of host memory loading " + std::string(name), CUDA_ERROR_OUT_OF_MEMORY);

@@ -59,7 +59,8 @@ const Allocation* AllocationTable::find(uint64_t addr) const {
   return addr < it->base + std::max<uint64_t>(it->size, 1) ? &*it : nullptr;
 }
 
-Result<uint64_t> Memory::allocate(uint64_t size, AllocKind kind, const void* owner) {
+Result<uint64_t> Memory::allocate(uint64_t size, AllocKind kind, const void* owner, bool managed,
+                                  uint64_t pool) {
   if (size == 0) return make_error("cannot allocate 0 bytes", CUDA_ERROR_INVALID_VALUE);
   {
     std::lock_guard lock(m_mutex);
@@ -80,10 +81,34 @@ Result<uint64_t> Memory::allocate(uint64_t size, AllocKind kind, const void* own
   }
   auto base = reinterpret_cast<uint64_t>(p);
   std::lock_guard lock(m_mutex);
-  m_allocs[base] = Allocation{base, size, kind, owner};
+  Allocation a{base, size, kind, owner};
+  a.managed = managed;
+  a.pool = pool;
+  m_allocs[base] = a;
   m_used += size;
   m_snapshot.reset();
   return base;
+}
+
+Result<void> Memory::adopt(uint64_t base, uint64_t size, bool read_only, const void* owner) {
+  if (base == 0 || size == 0 || base + size < base) {
+    return make_error("cannot register an empty or wrapping range", CUDA_ERROR_INVALID_VALUE);
+  }
+  std::lock_guard lock(m_mutex);
+  // Overlap with the allocation below `base + size` that starts last, if it reaches in.
+  auto it = m_allocs.lower_bound(base + size);
+  if (it != m_allocs.begin()) {
+    --it;
+    if (it->second.base + std::max<uint64_t>(it->second.size, 1) > base) {
+      return make_error("the range overlaps memory the driver already knows",
+                        CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    }
+  }
+  Allocation a{base, size, AllocKind::registered, owner};
+  a.read_only = read_only;
+  m_allocs[base] = a;
+  m_snapshot.reset();
+  return ok();
 }
 
 bool Memory::release(uint64_t base) {
@@ -94,10 +119,11 @@ bool Memory::release(uint64_t base) {
     if (it == m_allocs.end() || it->second.kind == AllocKind::mapped) return false;
     a = it->second;
     m_allocs.erase(it);
-    m_used -= a.size;
+    if (a.kind != AllocKind::registered) m_used -= a.size;
     m_snapshot.reset();
   }
-  munmap(reinterpret_cast<void*>(a.base), mapped_size(a.size));
+  // Registered memory is the application's: it stays mapped.
+  if (a.kind != AllocKind::registered) munmap(reinterpret_cast<void*>(a.base), mapped_size(a.size));
   return true;
 }
 

@@ -28,6 +28,7 @@ enum class AllocKind : uint8_t {
   global_var, // a module's .global variable
   const_var,  // a module's .const variable: kernels may only read it
   mapped,     // a cuMemMap mapping with access granted (cuMemSetAccess)
+  registered, // host memory of the application's own, registered (cuMemHostRegister): never freed
 };
 
 // What cuMemSetAccess grants on a mapping.
@@ -39,6 +40,8 @@ struct Allocation {
   AllocKind kind = AllocKind::device;
   const void* owner = nullptr; // the context (or module) that frees it with itself
   bool read_only = false;      // a mapping with read access only: writes fault
+  bool managed = false;        // managed memory (cuMemAllocManaged, a .managed module variable)
+  uint64_t pool = 0;           // the memory pool of a stream-ordered allocation (cuMemAllocAsync)
 
   uint64_t end() const { return base + size; }
   bool contains(uint64_t addr, uint64_t len) const {
@@ -64,9 +67,16 @@ public:
   static constexpr uint64_t k_total_bytes = 80ull << 30;
 
   // Allocate `size` bytes (size 0 is an error), zero-filled, aligned to 256 bytes. The error code
-  // is CUDA_ERROR_OUT_OF_MEMORY when the device or the host is out of memory.
-  Result<uint64_t> allocate(uint64_t size, AllocKind kind, const void* owner);
-  // Free the allocation whose base is `base`; false when there is none (or it is a mapping).
+  // is CUDA_ERROR_OUT_OF_MEMORY when the device or the host is out of memory. `managed` and
+  // `pool` are recorded with it (Allocation).
+  Result<uint64_t> allocate(uint64_t size, AllocKind kind, const void* owner, bool managed = false,
+                            uint64_t pool = 0);
+  // Make [base, base + size) of the process's own host memory an allocation (kind registered,
+  // read-only when asked): kernels and copies may use it; it counts against no capacity and is
+  // never unmapped. CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED when it overlaps an allocation.
+  Result<void> adopt(uint64_t base, uint64_t size, bool read_only, const void* owner);
+  // Forget the allocation whose base is `base` (unmapping it unless it is registered memory);
+  // false when there is none (or it is a mapping).
   bool release(uint64_t base);
   // Free every allocation `owner` holds: what allocate() made, and every reservation (with the
   // mappings in it) and physical allocation reference of virtual memory management.

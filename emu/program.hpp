@@ -9,6 +9,7 @@
 #include "common/result.hpp"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +75,10 @@ struct LaunchRequest {
   // order warps take turns, the length of a turn), so that results depending on the order of
   // racing accesses change with it. 0: the fixed schedule. The modeled time never depends on it.
   uint64_t schedule_seed = 0;
+  // A cooperative launch (cuLaunchCooperativeKernel, CU_LAUNCH_ATTRIBUTE_COOPERATIVE): every block
+  // runs at once, on a host thread of its own, and the kernel finds the workspace of grid-wide
+  // barriers (cg::this_grid().sync()) where cooperative groups looks for it.
+  bool cooperative = false;
 };
 
 struct LaunchOutcome {
@@ -105,19 +110,27 @@ struct GlobalSymbol {
   uint64_t size = 0;
 };
 
+// Module variables declared `.attribute(.managed)`, by name.
+using ManagedSymbols = std::map<std::string, GlobalSymbol, std::less<>>;
+
 class Program {
 public:
   virtual ~Program() = default;
   // Parse and prepare `ptx` (the text of a PTX image). Module variables are allocated in device
-  // memory owned by the program. Errors carry a CUresult code: CUDA_ERROR_INVALID_PTX for text that
+  // memory owned by the program, except the managed ones `shared` names: those are the memory of
+  // another program of the same library (one managed variable per library, whatever the context),
+  // which must outlive this one. Errors carry a CUresult code: CUDA_ERROR_INVALID_PTX for text that
   // does not parse, CUDA_ERROR_NOT_SUPPORTED for an instruction the executor cannot run.
-  static Result<std::shared_ptr<Program>> load(std::string_view ptx, std::string_view name);
+  static Result<std::shared_ptr<Program>> load(std::string_view ptx, std::string_view name,
+                                                const ManagedSymbols* shared = nullptr);
 
   // The entry named `name`, or nullptr.
   virtual Kernel* kernel(std::string_view name) = 0;
   virtual std::vector<std::string> kernel_names() const = 0;
   // A module-scope .global or .const variable, or nullopt.
   virtual std::optional<GlobalSymbol> global(std::string_view name) const = 0;
+  // Its `.attribute(.managed)` variables.
+  virtual ManagedSymbols managed() const = 0;
 };
 
 } // namespace hone::emu
