@@ -66,6 +66,7 @@ HONE_CUDART_PAIR(cudaLaunchCooperativeKernel, _ptsz,
                  (func, grid, block, args, shared, stream)) {
   KernelInfo* k = nullptr;
   if (cudaError_t e = ready_kernel(func, k)) return e;
+  if (cudaError_t e = check_config(grid, block)) return e;
   if (cudaError_t e = check_args(*k, args)) return e;
   if (shared > 0xffffffffu) return cudaErrorInvalidValue;
   return to_cuda(call(HONE_DRV(per_thread, cuLaunchCooperativeKernel),
@@ -82,6 +83,7 @@ HONE_CUDART_PAIR(cudaLaunchKernelExC, _ptsz,
   }
   KernelInfo* k = nullptr;
   if (cudaError_t e = ready_kernel(func, k)) return e;
+  if (cudaError_t e = check_config(config->gridDim, config->blockDim)) return e;
   if (cudaError_t e = check_args(*k, args)) return e;
   if (config->dynamicSmemBytes > 0xffffffffu) return cudaErrorInvalidValue;
   // The attribute records have the driver's layout (static_assert above); copied, not cast, so

@@ -114,6 +114,11 @@ cudaError_t load_locked(Fatbin& fb) {
     CUresult r = call(driver().cuLibraryGetManaged, &address, &bytes, fb.library, v->name.c_str());
     if (r == CUDA_SUCCESS) {
       *v->managed_host_pointer = reinterpret_cast<void*>(address);
+      // nvcc's host code names a managed variable by the memory it points at (`mv` reads
+      // `*ptr`), so the symbol APIs receive that address: it names the variable too.
+      Registry& reg = registry();
+      std::unique_lock lock(reg.mutex);
+      reg.variables[reinterpret_cast<const void*>(address)] = v;
     } else {
       warn_once("managed variable " + v->name + " has no managed memory (CUresult " +
                 std::to_string(int(r)) + ")");
@@ -235,16 +240,12 @@ cudaError_t check_args(KernelInfo& k, void** args) {
 cudaError_t launch(KernelInfo& k, dim3 grid, dim3 block, void** args, size_t shared,
                    cudaStream_t stream, bool per_thread) {
   if (cudaError_t e = ensure_context()) return e;
+  if (cudaError_t e = check_config(grid, block)) return e;
   if (cudaError_t e = check_args(k, args)) return e;
   if (shared > 0xffffffffu) return cudaErrorInvalidValue;
-  CUresult r = call(HONE_DRV(per_thread, cuLaunchKernel), reinterpret_cast<CUfunction>(k.kernel),
-                    grid.x, grid.y, grid.z, block.x, block.y, block.z, unsigned(shared),
-                    reinterpret_cast<CUstream>(stream), args, nullptr);
-  if (r == CUDA_ERROR_INVALID_VALUE &&
-      (grid.x == 0 || block.x == 0 || grid.y == 0 || grid.z == 0 || block.y == 0 || block.z == 0)) {
-    return cudaErrorInvalidConfiguration;
-  }
-  return to_cuda(r);
+  return to_cuda(call(HONE_DRV(per_thread, cuLaunchKernel), reinterpret_cast<CUfunction>(k.kernel),
+                      grid.x, grid.y, grid.z, block.x, block.y, block.z, unsigned(shared),
+                      reinterpret_cast<CUstream>(stream), args, nullptr));
 }
 
 } // namespace hone::cudart
@@ -314,6 +315,7 @@ HONE_CUDART_API void __cudaUnregisterFatBinary(void** handle) {
         if (it != r.by_host.end() && it->second == k) r.by_host.erase(it);
         if (k->kernel) r.by_handle.erase(k->kernel);
       }
+      // (the managed variables' memory addresses go with their fatbin's other symbols)
       for (auto it = r.variables.begin(); it != r.variables.end();) {
         it = it->second->fatbin == fb ? r.variables.erase(it) : std::next(it);
       }

@@ -122,6 +122,10 @@ cudaError_t symbol_of(const void* host_var, Symbol& out);
 // Load every registered fatbin now (CUDA_MODULE_LOADING=EAGER, read at start-up).
 void load_all_fatbins();
 
+// Check a launch configuration against the device's limits (grid and block dimensions, threads
+// per block), as the runtime does before the driver sees it: cudaErrorInvalidConfiguration.
+cudaError_t check_config(dim3 grid, dim3 block);
+
 // Check a launch's arguments against the kernel's parameters: `args` must hold one non-null
 // pointer per parameter.
 cudaError_t check_args(KernelInfo& k, void** args);

@@ -225,6 +225,40 @@ cudaError_t ensure_context() {
 
 // --- launch configuration --------------------------------------------------------------------
 
+cudaError_t check_config(dim3 grid, dim3 block) {
+  // The limits of the calling thread's device, read once (they do not change).
+  struct Limits {
+    int block[3] = {0, 0, 0};
+    int grid[3] = {0, 0, 0};
+    int threads = 0;
+  };
+  static const Limits limits = [] {
+    Limits l;
+    CUdevice dev = 0;
+    const DriverTable& d = driver();
+    if (call(d.cuDeviceGet, &dev, 0) != CUDA_SUCCESS) return l;
+    for (int i = 0; i < 3; ++i) {
+      call(d.cuDeviceGetAttribute, &l.block[i],
+           CUdevice_attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X + i), dev);
+      call(d.cuDeviceGetAttribute, &l.grid[i],
+           CUdevice_attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X + i), dev);
+    }
+    call(d.cuDeviceGetAttribute, &l.threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev);
+    return l;
+  }();
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0)
+    return cudaErrorInvalidConfiguration;
+  if (limits.threads == 0) return cudaSuccess; // unknown: the driver decides
+  const unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
+  for (int i = 0; i < 3; ++i) {
+    if (b[i] > unsigned(limits.block[i]) || g[i] > unsigned(limits.grid[i]))
+      return cudaErrorInvalidConfiguration;
+  }
+  if (uint64_t(block.x) * block.y * block.z > uint64_t(limits.threads))
+    return cudaErrorInvalidConfiguration;
+  return cudaSuccess;
+}
+
 void push_config(const CallConfig& c) {
   t_configs.push_back(c);
 }
