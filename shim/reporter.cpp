@@ -85,6 +85,7 @@ struct Reporter::Impl {
   int fd = -1;
   bool handshake = false;
   bool device_known = false; // the daemon has the device (from the hello or a later report)
+  bool tried_connect = false; // a connection was attempted at least once
   bool finished = false;
   bool reported_final = false;
   uint64_t next_collect = 0;
@@ -214,7 +215,9 @@ void Reporter::Impl::run() {
       ::poll(&p, 1, 1000);
       continue;
     }
-    if (fd < 0 && now >= retry_at && !final_now) connect_daemon(now);
+    // At exit, only a process that never tried (it ends before this thread first ran: a short
+    // program) tries once more; one whose attempts failed does not wait for the daemon again.
+    if (fd < 0 && now >= retry_at && (!final_now || !tried_connect)) connect_daemon(now);
     if (fd >= 0 && handshake && now >= ack_deadline) {
       disconnect(Once::handshake, Level::info, "the daemon did not answer the hello in 5 s");
     }
@@ -276,6 +279,7 @@ void Reporter::Impl::run() {
 }
 
 void Reporter::Impl::connect_daemon(uint64_t now) {
+  tried_connect = true;
   const char* path = config().socket;
   int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (s < 0) {
