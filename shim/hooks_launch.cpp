@@ -16,6 +16,7 @@
 #include "shim/registry.hpp"
 #include "shim/sampler.hpp"
 #include "shim/shim.hpp"
+#include "shim/trace.hpp"
 
 #include <cstring>
 
@@ -185,6 +186,7 @@ extern "C" {
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
+  HONE_TRACE_HOOK(cuLaunchKernel);
   auto real = real_as<decltype(&cuLaunchKernel)>(Fn::cuLaunchKernel);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, false, params, extra};
@@ -196,6 +198,7 @@ cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                     unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
+  HONE_TRACE_HOOK(cuLaunchKernel_ptsz);
   auto real = real_as<decltype(&cuLaunchKernel_ptsz)>(Fn::cuLaunchKernel_ptsz);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, true, params, extra};
@@ -207,6 +210,7 @@ cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigne
 // The launch attributes travel untouched to the driver: the shim only reads the shape.
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  HONE_TRACE_HOOK(cuLaunchKernelEx);
   auto real = real_as<decltype(&cuLaunchKernelEx)>(Fn::cuLaunchKernelEx);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!config) return real(config, f, params, extra);
@@ -218,6 +222,7 @@ cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  HONE_TRACE_HOOK(cuLaunchKernelEx_ptsz);
   auto real = real_as<decltype(&cuLaunchKernelEx_ptsz)>(Fn::cuLaunchKernelEx_ptsz);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!config) return real(config, f, params, extra);
@@ -230,6 +235,7 @@ cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                           unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params) {
+  HONE_TRACE_HOOK(cuLaunchCooperativeKernel);
   auto real = real_as<decltype(&cuLaunchCooperativeKernel)>(Fn::cuLaunchCooperativeKernel);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, false, params, nullptr};
@@ -242,6 +248,7 @@ __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                unsigned by, unsigned bz, unsigned shmem, CUstream s,
                                void** params) {
+  HONE_TRACE_HOOK(cuLaunchCooperativeKernel_ptsz);
   auto real =
       real_as<decltype(&cuLaunchCooperativeKernel_ptsz)>(Fn::cuLaunchCooperativeKernel_ptsz);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;

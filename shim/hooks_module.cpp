@@ -7,6 +7,7 @@
 #include "shim/config.hpp"
 #include "shim/sampler.hpp"
 #include "shim/shim.hpp"
+#include "shim/trace.hpp"
 
 #include <string>
 
@@ -67,7 +68,8 @@ void* current_context() {
   return ctx;
 }
 
-#define HONE_REAL(name) auto real = real_as<decltype(&::name)>(Fn::name); \
+#define HONE_REAL(name) HONE_TRACE_HOOK(name); \
+  auto real = real_as<decltype(&::name)>(Fn::name); \
   if (!real) return CUDA_ERROR_NOT_INITIALIZED
 
 } // namespace

@@ -7,6 +7,7 @@
 #include "shim/sampler.hpp"
 #include "shim/swap.hpp"
 #include "shim/shim.hpp"
+#include "shim/trace.hpp"
 
 #include <pthread.h>
 
@@ -41,6 +42,7 @@ int initialize() {
   // Concurrent first calls may both get here; every step is idempotent.
   const Config& c = config();
   int state = c.disabled ? k_disabled : k_enabled;
+  if (state == k_enabled) trace_init();
   if (state == k_enabled && !g_atfork_installed.exchange(true)) {
     pthread_atfork(prepare_fork, parent_after_fork, child_after_fork);
     log(Level::debug, "observing this process (socket %s, 1 launch in %u timed)", c.socket,

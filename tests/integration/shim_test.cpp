@@ -993,6 +993,84 @@ std::vector<std::string> many_argv(int kernels = 2000, int rounds = 10) {
 
 // 2000 kernels in one module, 10 launches each over a second: every kernel is announced once with
 // its exact count (the reports are ~100 KB each, more than a socket buffer holds at once).
+// --- HONE_TRACE ------------------------------------------------------------------------------------
+
+// The trace lines of a run ("hone: trace: ..."), and whether each appears once.
+std::vector<std::string> trace_lines(const std::string& err) {
+  std::vector<std::string> lines;
+  for (const auto& l : shim_lines(err))
+    if (l.rfind("hone: trace: ", 0) == 0) lines.push_back(l.substr(13));
+  return lines;
+}
+
+bool has_line(const std::vector<std::string>& lines, const std::string& line) {
+  return std::find(lines.begin(), lines.end(), line) != lines.end();
+}
+
+// HONE_TRACE=1 names every driver entry point the application calls, once, with how it found it
+// and the version it asked for; the application's results are what they are without it.
+TEST(ShimTrace, NamesEachEntryPointOnceWithTheVersionAskedFor) {
+  REQUIRE_SHIM();
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> argv;
+    std::vector<std::string> expected; // lines that must be there
+  };
+  const std::string rt = HONE_TESTAPP_RUNTIME_SHARED;
+  const Case cases[] = {
+      {{app_path("hone-testapp-procaddr")},
+       {"cuGetProcAddress_v2 (dlsym)",
+        "cuInit (cuGetProcAddress_v2 \"cuInit\" version 12000, default stream)",
+        "cuLaunchKernel_ptsz (cuGetProcAddress_v2 \"cuLaunchKernel\" version 12000, per-thread "
+        "default stream)",
+        "cuMemAlloc_v2 (cuGetProcAddress_v2 \"cuMemAlloc\" version 12000, default stream)"}},
+      {{app_path("hone-testapp-procaddr"), "--library"},
+       {"cuLibraryLoadData (cuGetProcAddress_v2 \"cuLibraryLoadData\" version 12000, default "
+        "stream)"}},
+      {{app_path("hone-testapp-dlopen")}, {"cuLaunchKernel (dlsym)", "cuMemAlloc_v2 (dlsym)"}},
+      {{app_path("hone-testapp-linked")}, {"cuLaunchKernel (linked)", "cuModuleGetFunction (linked)"}},
+      // hone's runtime for the emulated device: every entry point through cuGetProcAddress_v2 at
+      // the version of its typedef.
+      {{rt},
+       {"cuGetProcAddress_v2 (dlsym)",
+        "cuLibraryLoadData (cuGetProcAddress_v2 \"cuLibraryLoadData\" version 12000, default "
+        "stream)",
+        "cuLaunchKernel (cuGetProcAddress_v2 \"cuLaunchKernel\" version 4000, default stream)",
+        "cuMemAlloc_v2 (cuGetProcAddress_v2 \"cuMemAlloc\" version 3020, default stream)"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.argv.back());
+    Outcome base = run(c.argv, plain_env(), dir);
+    Env env = shim_env(dir.path() + "/no-daemon.sock");
+    Outcome quiet = run(c.argv, env, dir);
+    EXPECT_TRUE(trace_lines(quiet.err).empty()) << quiet.err; // off unless asked for
+    env.set("HONE_TRACE", "1");
+    Outcome traced = run(c.argv, env, dir);
+    ASSERT_EQ(traced.status, base.status) << describe(traced);
+    EXPECT_EQ(traced.out, base.out);
+    auto lines = trace_lines(traced.err);
+    EXPECT_FALSE(lines.empty());
+    std::set<std::string> unique(lines.begin(), lines.end());
+    EXPECT_EQ(unique.size(), lines.size()) << traced.err;
+    for (const auto& want : c.expected) EXPECT_TRUE(has_line(lines, want)) << want << "\n" << traced.err;
+  }
+}
+
+// The thunks hand every argument through untouched: integer and vector registers, the stack, and
+// a variadic call's vector-register count.
+TEST(ShimTrace, ThunksPassEveryArgumentThrough) {
+  REQUIRE_SHIM();
+  TempDir dir;
+  Env env = shim_env(dir.path() + "/no-daemon.sock");
+  env.set("HONE_TRACE", "1");
+  Outcome o = run({app_path("hone-testapp-traceargs")}, env, dir);
+  EXPECT_EQ(o.status, 0) << describe(o);
+  EXPECT_EQ(o.out, "args ok\n") << describe(o);
+  auto lines = trace_lines(o.err);
+  EXPECT_TRUE(has_line(lines, "cuTestManyArgs (dlsym)")) << o.err;
+  EXPECT_TRUE(has_line(lines, "cuTestVariadic (dlsym)")) << o.err;
+}
+
 TEST(ShimLarge, ThousandsOfKernelsAreCountedExactly) {
   REQUIRE_SHIM();
   TempDir dir;
