@@ -1,33 +1,141 @@
 #!/usr/bin/env bash
-# The GPU check of the agent, for a machine with a real NVIDIA GPU and driver (the device tool's
-# H200; nothing else of hone's tests needs one). Run from the repository root with the bundle built
-# here (../shared/gpu/bundle.sh build .gpu) sourced:
+# The GPU checks, for a machine with a real NVIDIA GPU and driver (the device tool's H200; nothing
+# else of hone's tests needs one). Run from the repository root with the bundle built here
+# (../shared/gpu/bundle.sh build .gpu) sourced, carrying the runtime-API corpus and the emulated
+# device too, so that both runtimes' traces are taken on the same machine:
 #
+#   carry: [".gpu", "build/tests/runtime", "build/tests/apps", "build/lib/emu"]
 #   source .gpu/env.sh && tests/gpu/run.sh
 #
-# It records the GPU, then runs `make demo`'s script against the real driver: the demo
-# application under libhone.so, honed validating every built-in strategy's candidates on the GPU
-# with device events, and swapping the verified faster ones. The demo's verdict lines are the
-# speedups the built-in strategies reach there, per kernel; its last lines say whether the
-# application's results stayed the same. Logs go to $OUT (default /tmp/hone-gpu); the end of the
-# output is a short summary.
+# 1. The GPU: nvidia-smi.
+# 2. The runtime-API corpus (tests/runtime, nvcc -cudart shared) on NVIDIA's runtime and driver:
+#    each program alone, then under libhone.so with HONE_TRACE=1 (no daemon: the shim runs
+#    fail-open); stdout must be identical. The trace lines (the driver entry points each run
+#    called, with the cuGetProcAddress version asked for) are compared with those of the same
+#    program on the emulated device and its runtime (build/lib/emu), if carried: the entry points
+#    NVIDIA's runtime calls that hone's does not, and the other way round.
+# 3. PyTorch, if the machine has it: a small model's forward pass without and with the shim
+#    attached to a honed of the bundle (outputs must be identical), and the kernels hone saw.
+# 4. `make demo`'s script against the real driver: honed validating every built-in strategy's
+#    candidates on the GPU with device events, and swapping the verified faster ones.
+#
+# Logs go to $OUT (default /tmp/hone-gpu); the end of the output is a short summary. Each part has
+# its own time limit, so one that hangs does not take the others with it.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-/tmp/hone-gpu}
 bundle=${HONE_BUNDLE:-$root/.gpu}
+corpus=${HONE_RUNTIME_CORPUS:-$root/build/tests/runtime}
+emu=${HONE_EMU_DIR:-$root/build/lib/emu}
+shim=$bundle/lib/libhone.so
 mkdir -p "$out"
 cd "$root"
+failures=0
 
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } \
   >"$out/gpu.txt" 2>&1 || echo "nvidia-smi failed" >>"$out/gpu.txt"
+echo "== GPU"
+cat "$out/gpu.txt"
 
+# The entry points a trace names: "NAME (how, version, stream)" per line, sorted, unique.
+trace_set() { sed -n 's/^hone: trace: //p' "$1" | sort -u; }
+
+echo "== runtime-API corpus on NVIDIA's runtime, without and with the shim (HONE_TRACE=1)"
+if [ -d "$corpus" ]; then
+  mkdir -p "$out/corpus"
+  for prog in "$corpus"/*; do
+    [ -f "$prog" ] && [ -x "$prog" ] || continue
+    name=$(basename "$prog")
+    d=$out/corpus/$name
+    mkdir -p "$d"
+    # NVIDIA's runtime: the system's libcudart.so.13 and libcuda.so.1 (no emulated device first).
+    env -u LD_PRELOAD timeout 120 "$prog" >"$d/plain.out" 2>"$d/plain.err"
+    plain=$?
+    HONE_SOCKET=$out/no-daemon.sock HONE_TRACE=1 LD_PRELOAD=$shim timeout 120 "$prog" \
+      >"$d/shim.out" 2>"$d/shim.err"
+    shimmed=$?
+    verdict=ok
+    if [ $plain -ne 0 ]; then
+      verdict="fails on its own (exit $plain)"
+    elif [ $shimmed -ne $plain ] || ! cmp -s "$d/plain.out" "$d/shim.out"; then
+      verdict="DIFFERS under the shim (exit $shimmed)"
+      failures=$((failures + 1))
+    fi
+    trace_set "$d/shim.err" >"$d/gpu.trace"
+    line="  $name: $verdict, $(wc -l <"$d/gpu.trace") driver entry points traced"
+    if [ -e "$emu/libcudart.so.13" ]; then
+      HONE_SOCKET=$out/no-daemon.sock HONE_TRACE=1 LD_PRELOAD=$shim LD_LIBRARY_PATH=$emu:${LD_LIBRARY_PATH:-} \
+        timeout 300 "$prog" >"$d/emu.out" 2>"$d/emu.err"
+      trace_set "$d/emu.err" >"$d/emu.trace"
+      # Compared by entry point name alone: the versions asked for are in the files.
+      sed 's/ (.*//' "$d/gpu.trace" | sort -u >"$d/gpu.names"
+      sed 's/ (.*//' "$d/emu.trace" | sort -u >"$d/emu.names"
+      comm -23 "$d/gpu.names" "$d/emu.names" >"$d/only_nvidia"
+      comm -13 "$d/gpu.names" "$d/emu.names" >"$d/only_hone"
+      cmp -s "$d/plain.out" "$d/emu.out" || line+=", the emulated device's output differs"
+      line+="; only NVIDIA's runtime: $(tr '\n' ' ' <"$d/only_nvidia")"
+      line+="; only hone's: $(tr '\n' ' ' <"$d/only_hone")"
+    fi
+    echo "$line"
+  done
+  cat "$out"/corpus/*/gpu.trace 2>/dev/null | sort | uniq -c | sort -rn >"$out/corpus-gpu-trace.txt"
+  echo "  (every entry point NVIDIA's runtime called, with its version, counted over the corpus:"
+  echo "   $out/corpus-gpu-trace.txt)"
+else
+  echo "  no corpus at $corpus (carry build/tests/runtime)"
+fi
+
+echo "== PyTorch under the shim"
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  cat >"$out/model.py" <<'PY'
+import hashlib, sys, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(), torch.nn.LayerNorm(1024),
+                            torch.nn.Linear(1024, 256), torch.nn.Softmax(dim=-1)).cuda().eval()
+x = torch.randn(64, 512, device="cuda")
+with torch.no_grad():
+    for _ in range(50):
+        y = model(x)
+torch.cuda.synchronize()
+print("sha256", hashlib.sha256(y.cpu().numpy().tobytes()).hexdigest())
+PY
+  mkdir -p "$out/torch"
+  cat >"$out/torch/hone.toml" <<TOML
+[server]
+socket = "$out/torch/hone.sock"
+report_interval_ms = 250
+[store]
+state_dir = "$out/torch/state"
+[optimizer]
+enabled = false
+TOML
+  timeout 60 python3 "$out/model.py" >"$out/torch/plain.out" 2>"$out/torch/plain.err"
+  "$bundle/bin/honed" --config "$out/torch/hone.toml" >"$out/torch/honed.log" 2>&1 &
+  honed=$!
+  for _ in $(seq 50); do [ -S "$out/torch/hone.sock" ] && break; sleep 0.1; done
+  HONE_SOCKET=$out/torch/hone.sock LD_PRELOAD=$shim timeout 120 python3 "$out/model.py" \
+    >"$out/torch/shim.out" 2>"$out/torch/shim.err"
+  "$bundle/bin/honectl" --socket "$out/torch/hone.sock" kernels >"$out/torch/kernels.txt" 2>&1
+  kill $honed 2>/dev/null; wait $honed 2>/dev/null
+  if cmp -s "$out/torch/plain.out" "$out/torch/shim.out"; then
+    echo "  forward pass: identical output under the shim ($(cat "$out/torch/plain.out"))"
+  else
+    echo "  forward pass: DIFFERS under the shim"
+    failures=$((failures + 1))
+  fi
+  echo "  kernels hone saw:"
+  sed 's/^/    /' "$out/torch/kernels.txt" | head -30
+else
+  echo "  no PyTorch with CUDA on this machine: skipped"
+fi
+
+echo "== demo on the real driver"
 DEMO_DRIVER=${HONE_GPU_DRIVER:-libcuda.so.1} DEMO_SECONDS=${DEMO_SECONDS:-240} \
   timeout 420 examples/demo.sh "$bundle" >"$out/demo.log" 2>&1
 demo=$?
-
-echo "== GPU"
-cat "$out/gpu.txt"
-echo "== demo on the real driver: exit $demo (0: results unchanged, swaps as listed)"
+echo "  exit $demo (0: results unchanged, swaps as listed)"
 grep -E '^  (verdict +jobs? |swap +|serving +)' "$out/demo.log" | sed 's/  */ /g' | tail -40
 grep -E 'fingerprint_changes|device time of one step|demo (ok|FAILED)' "$out/demo.log"
-exit $demo
+[ $demo -eq 0 ] || failures=$((failures + 1))
+echo "== $failures failure(s)"
+[ $failures -eq 0 ]
