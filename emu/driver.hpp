@@ -76,6 +76,12 @@ struct Stream {
   uint64_t id = 0;
   bool legacy = false;     // the context's NULL stream
   bool per_thread = false; // a host thread's per-thread default stream
+  // Stream capture (emu/graph.hpp): the capture sequence the stream takes part in (0: none), and
+  // the nodes its next captured operation depends on, with their edge data (parallel arrays, which
+  // cuStreamGetCaptureInfo hands out as they are).
+  uint64_t capture = 0;
+  std::vector<CUgraphNode> capture_deps;
+  std::vector<CUgraphEdgeData> capture_edges;
 
   bool blocking() const { return (flags & CU_STREAM_NON_BLOCKING) == 0; }
 };
@@ -86,6 +92,11 @@ struct Event {
   unsigned flags = 0;
   bool recorded = false;
   uint64_t time_ns = 0; // the recording stream's clock when recorded
+  // Last recorded in capture sequence `capture` (0: outside any), after these nodes: what a
+  // cuStreamWaitEvent on it joins (emu/graph.hpp).
+  uint64_t capture = 0;
+  std::vector<CUgraphNode> capture_nodes;
+  std::vector<CUgraphEdgeData> capture_edges;
 };
 
 struct Module;

@@ -2,6 +2,8 @@
 // the per-context settings (limits, flags, cache config).
 #include "emu/driver.hpp"
 
+#include "emu/graph.hpp"
+
 #include "emu/log.hpp"
 
 #include <algorithm>
@@ -152,6 +154,17 @@ CUresult ctx_synchronize(CUcontext hctx) {
   if (CUresult rc = query_context(r, hctx, ctx); rc != CUDA_SUCCESS) return rc;
   // Work completes before the call that issued it returns: only an earlier fault is left to report.
   if (ctx->sticky != CUDA_SUCCESS) return ctx->sticky;
+  // Waiting for a capturing stream invalidates its capture; otherwise the synchronization is an
+  // unsafe call the capture mode may forbid.
+  bool capturing = false;
+  for (Handle h : ctx->streams) {
+    if (const Stream* s = r.stream(h); s != nullptr && s->capture != 0) {
+      capture_invalidate(r, *s);
+      capturing = true;
+    }
+  }
+  if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (CUresult rc = capture_forbids_unsafe(r); rc != CUDA_SUCCESS) return rc;
   // In modeled time the host now waits for every stream of the context.
   uint64_t t = ctx->legacy.clock_ns;
   for (Handle h : ctx->streams) {

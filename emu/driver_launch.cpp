@@ -7,6 +7,7 @@
 // launch itself returns CUDA_SUCCESS, every later call on the context returns the fault.
 #include "emu/driver.hpp"
 
+#include "emu/graph.hpp"
 #include "emu/log.hpp"
 
 #include <atomic>
@@ -153,7 +154,7 @@ CUresult apply_attributes(Registry& r, Context& ctx, const LaunchArgs& a, bool& 
       break;
     }
     case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
-      // Only meaningful while capturing a graph, which the emulated device does not do.
+      // Device-side updates of kernel nodes need device-side graph launch, which is not emulated.
       if (at.value.deviceUpdatableKernelNode.deviceUpdatable != 0) return CUDA_ERROR_INVALID_VALUE;
       break;
     case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
@@ -201,6 +202,67 @@ const char* error_name(CUresult rc) {
   return cuGetErrorName(rc, &name) == CUDA_SUCCESS ? name : "CUDA_ERROR_?";
 }
 
+// Run `kernel` (checked, with the device-work count raised) and account for the outcome: the
+// device-work count drops, faults become the context's sticky error. `ctx_handle`'s context may
+// have been destroyed meanwhile (then CUDA_SUCCESS: nothing is left to report to). Returns with the
+// registry locked through `lock`; `ok` says whether the kernel completed.
+CUresult execute_kernel(Registry& r, std::unique_lock<std::mutex>& lock, Handle ctx_handle,
+                        Kernel* kernel, const LaunchRequest& request, LaunchOutcome& outcome,
+                        bool& ok) {
+  try {
+    outcome = kernel->launch(request);
+  } catch (...) {
+    // Kernel::launch reports failures as outcomes; this is only a backstop for the counter below.
+    outcome.status = CUDA_ERROR_UNKNOWN;
+    outcome.message = "internal error in the executor";
+  }
+  lock.lock();
+  --r.in_flight;
+  lock.unlock();
+  r.idle.notify_all();
+  lock.lock();
+  ok = false;
+  Context* ctx = live_context(r, ctx_handle);
+  if (ctx == nullptr) return CUDA_SUCCESS; // destroyed by another thread while the kernel ran
+  if (outcome.status == CUDA_SUCCESS) {
+    ok = true;
+    if (log_enabled(LogLevel::debug)) {
+      log(LogLevel::debug, "launch " + kernel->name() + ": " + std::to_string(outcome.modeled_ns) +
+                               " ns modeled, " + std::to_string(outcome.thread_instructions) +
+                               " thread instructions");
+    }
+    return CUDA_SUCCESS;
+  }
+  CUresult status = static_cast<CUresult>(outcome.status);
+  if (is_sticky_error(status)) {
+    // As on a GPU: the launch was accepted; the fault surfaces on the next call that touches the
+    // context, and on every one after it.
+    if (ctx->sticky == CUDA_SUCCESS) ctx->sticky = status;
+    log(LogLevel::warn, std::string(error_name(status)) + ": " + outcome.message +
+                            " (the context is now unusable; destroy or reset it)");
+    return CUDA_SUCCESS;
+  }
+  log(status == CUDA_ERROR_NOT_SUPPORTED ? LogLevel::warn : LogLevel::info,
+      std::string(error_name(status)) + ": " + outcome.message);
+  return status;
+}
+
+// The configuration checks every launch makes (call locked).
+CUresult check_launch(const KernelAttributes& attrs, const Dim3& grid, const Dim3& block,
+                      unsigned shared_bytes) {
+  if (CUresult rc = check_shape(grid, block); rc != CUDA_SUCCESS) return rc;
+  if (block.count() > attrs.max_threads_per_block) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  if (!shared_fits(attrs, shared_bytes)) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+bool cooperative_fits(const KernelAttributes& attrs, const Dim3& grid, const Dim3& block,
+                      unsigned shared_bytes) {
+  // Every block of a cooperative grid must be resident at once (grid-wide barriers).
+  uint64_t resident = uint64_t(blocks_per_sm(attrs, block.count(), shared_bytes)) * L::k_sm_count;
+  return grid.count() <= resident;
+}
+
 CUresult launch(const LaunchArgs& a) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   Registry& r = registry();
@@ -232,9 +294,8 @@ CUresult launch(const LaunchArgs& a) {
     if (fn->ctx != ctx->handle) return CUDA_ERROR_INVALID_HANDLE; // a function of another context
     kernel = fn->kernel;
     const KernelAttributes attrs = kernel->attributes();
-    if (CUresult rc = check_shape(a.grid, a.block); rc != CUDA_SUCCESS) return rc;
-    if (a.block.count() > attrs.max_threads_per_block) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
-    if (!shared_fits(attrs, a.shared_bytes)) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult rc = check_launch(attrs, a.grid, a.block, a.shared_bytes); rc != CUDA_SUCCESS)
+      return rc;
     if (CUresult rc = build_params(*kernel, a.params, a.extra, buffer, params, params_size);
         rc != CUDA_SUCCESS)
       return rc;
@@ -247,11 +308,30 @@ CUresult launch(const LaunchArgs& a) {
     Stream* s = nullptr;
     if (CUresult rc = resolve_stream(r, *ctx, a.stream, a.per_thread, s); rc != CUDA_SUCCESS)
       return rc;
-    if (cooperative) {
-      // Every block of a cooperative grid must be resident at once (grid-wide barriers).
-      uint64_t resident =
-          uint64_t(blocks_per_sm(attrs, a.block.count(), a.shared_bytes)) * L::k_sm_count;
-      if (a.grid.count() > resident) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    if (cooperative && !cooperative_fits(attrs, a.grid, a.block, a.shared_bytes))
+      return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    bool captured = false;
+    if (CUresult rc = capture_check(r, *ctx, *s, captured); rc != CUDA_SUCCESS) return rc;
+    if (captured) {
+      // Recorded as a kernel node with a copy of its arguments, not run. Launch events of
+      // cuLaunchKernelEx have no meaning inside a graph here and are not recorded.
+      GraphNode node;
+      node.type = CU_GRAPH_NODE_TYPE_KERNEL;
+      KernelNode& k = node.kernel;
+      k.function = fn_handle;
+      k.kern = fn_handle != from_cu(a.f) ? from_cu(a.f) : 0;
+      k.ctx = ctx->handle;
+      k.grid = a.grid;
+      k.block = a.block;
+      k.shared_bytes = a.shared_bytes;
+      k.args.assign(params, params + params_size);
+      k.slots = kernel->params();
+      if (cooperative) {
+        CUlaunchAttributeValue v{};
+        v.cooperative = 1;
+        k.attributes[CU_LAUNCH_ATTRIBUTE_COOPERATIVE] = v;
+      }
+      return capture_node(r, *s, std::move(node));
     }
     program = fn->program;
     ctx_handle = ctx->handle;
@@ -277,50 +357,21 @@ CUresult launch(const LaunchArgs& a) {
   request.schedule_seed = schedule_seed();
   request.cooperative = cooperative;
   LaunchOutcome outcome;
-  try {
-    outcome = kernel->launch(request);
-  } catch (...) {
-    // Kernel::launch reports failures as outcomes; this is only a backstop for the counter below.
-    outcome.status = CUDA_ERROR_UNKNOWN;
-    outcome.message = "internal error in the executor";
-  }
-
-  std::unique_lock lock(r.mutex);
-  --r.in_flight;
-  lock.unlock();
-  r.idle.notify_all();
-  lock.lock();
+  std::unique_lock lock(r.mutex, std::defer_lock);
+  bool ok = false;
+  CUresult status = execute_kernel(r, lock, ctx_handle, kernel, request, outcome, ok);
+  if (!ok) return status;
   Context* ctx = live_context(r, ctx_handle);
-  if (ctx == nullptr) return CUDA_SUCCESS; // destroyed by another thread while the kernel ran
-  if (outcome.status == CUDA_SUCCESS) {
-    Stream* s = stream_handle == 0 ? &ctx->legacy : r.stream(stream_handle);
-    uint64_t end = start + outcome.modeled_ns;
-    if (s != nullptr) op_finish(*s, end);
-    for (const EventMark& m : events) {
-      if (Event* ev = r.event(m.event)) {
-        ev->recorded = true;
-        ev->time_ns = m.at_end ? end : start;
-      }
+  Stream* s = stream_handle == 0 ? &ctx->legacy : r.stream(stream_handle);
+  uint64_t end = start + outcome.modeled_ns;
+  if (s != nullptr) op_finish(*s, end);
+  for (const EventMark& m : events) {
+    if (Event* ev = r.event(m.event)) {
+      ev->recorded = true;
+      ev->time_ns = m.at_end ? end : start;
     }
-    if (log_enabled(LogLevel::debug)) {
-      log(LogLevel::debug, "launch " + kernel->name() + ": " + std::to_string(outcome.modeled_ns) +
-                               " ns modeled, " + std::to_string(outcome.thread_instructions) +
-                               " thread instructions");
-    }
-    return CUDA_SUCCESS;
   }
-  CUresult status = static_cast<CUresult>(outcome.status);
-  if (is_sticky_error(status)) {
-    // As on a GPU: the launch was accepted; the fault surfaces on the next call that touches the
-    // context, and on every one after it.
-    if (ctx->sticky == CUDA_SUCCESS) ctx->sticky = status;
-    log(LogLevel::warn, std::string(error_name(status)) + ": " + outcome.message +
-                            " (the context is now unusable; destroy or reset it)");
-    return CUDA_SUCCESS;
-  }
-  log(status == CUDA_ERROR_NOT_SUPPORTED ? LogLevel::warn : LogLevel::info,
-      std::string(error_name(status)) + ": " + outcome.message);
-  return status;
+  return CUDA_SUCCESS;
 }
 
 LaunchArgs classic(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -411,6 +462,62 @@ CUresult max_potential_block_size(int* min_grid, int* block_size, CUfunction f,
 }
 
 } // namespace
+
+CUresult run_kernel(Handle ctx_handle, Handle fn_handle, Dim3 grid, Dim3 block,
+                    uint32_t shared_bytes, const std::vector<uint8_t>& args, bool cooperative,
+                    uint64_t& modeled_ns) {
+  Registry& r = registry();
+  std::shared_ptr<Program> program;
+  Kernel* kernel = nullptr;
+  {
+    std::lock_guard lock(r.mutex);
+    Context* ctx = live_context(r, ctx_handle);
+    if (ctx == nullptr) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if (ctx->sticky != CUDA_SUCCESS) return ctx->sticky;
+    Function* fn = r.function(fn_handle);
+    if (fn == nullptr || fn->ctx != ctx_handle) return CUDA_ERROR_INVALID_HANDLE;
+    kernel = fn->kernel;
+    const KernelAttributes attrs = kernel->attributes();
+    if (CUresult rc = check_launch(attrs, grid, block, shared_bytes); rc != CUDA_SUCCESS)
+      return rc;
+    if (args.size() < kernel->param_bytes()) return CUDA_ERROR_INVALID_VALUE;
+    if (cooperative && !cooperative_fits(attrs, grid, block, shared_bytes))
+      return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    program = fn->program;
+    start_device_work(r);
+  }
+  LaunchRequest request;
+  request.grid = grid;
+  request.block = block;
+  request.dynamic_shared_bytes = shared_bytes;
+  request.params = args.empty() ? nullptr : args.data();
+  request.params_size = args.size();
+  request.schedule_seed = schedule_seed();
+  request.cooperative = cooperative;
+  LaunchOutcome outcome;
+  std::unique_lock lock(r.mutex, std::defer_lock);
+  bool ok = false;
+  CUresult status = execute_kernel(r, lock, ctx_handle, kernel, request, outcome, ok);
+  modeled_ns = ok ? outcome.modeled_ns : 0;
+  return status;
+}
+
+CUresult pack_kernel_params(Handle fn_handle, void** params, void** extra,
+                            std::vector<uint8_t>& args, std::vector<ParamSlot>& slots) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  Function* fn = r.function(fn_handle);
+  if (fn == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  std::vector<uint8_t> buffer;
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  if (CUresult rc = build_params(*fn->kernel, params, extra, buffer, data, size);
+      rc != CUDA_SUCCESS)
+    return rc;
+  args.assign(data, data + size);
+  slots = fn->kernel->params();
+  return CUDA_SUCCESS;
+}
 
 } // namespace hone::emu
 

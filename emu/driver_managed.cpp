@@ -8,6 +8,8 @@
 // allocation kernels may access at its host address; the driver never frees it.
 #include "emu/driver.hpp"
 
+#include "emu/graph.hpp"
+
 #include "emu/log.hpp"
 #include "emu/memory.hpp"
 
@@ -65,6 +67,10 @@ template <class Check> CUresult stream_noop(CUstream hs, bool per_thread, Check&
   Stream* s = nullptr;
   if (CUresult rc = resolve_stream(r, *ctx, hs, per_thread, s); rc != CUDA_SUCCESS) return rc;
   if (CUresult rc = check(); rc != CUDA_SUCCESS) return rc;
+  // Captured: an empty node, which keeps the stream's order and changes nothing.
+  bool captured = false;
+  if (CUresult rc = capture_check(r, *ctx, *s, captured); rc != CUDA_SUCCESS) return rc;
+  if (captured) return capture_node(r, *s, GraphNode{});
   op_finish(*s, op_start(r, *ctx, *s));
   return CUDA_SUCCESS;
 }

@@ -6,6 +6,7 @@
 // real driver. Copies run synchronously and advance the stream's modeled clock (copy_ns).
 #include "emu/driver.hpp"
 
+#include "emu/graph.hpp"
 #include "emu/log.hpp"
 #include "emu/memory.hpp"
 
@@ -64,6 +65,12 @@ CUresult copy(uint64_t dst, uint64_t src, size_t bytes, std::optional<CopyKind> 
     if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
     Stream* s = nullptr;
     if (CUresult rc = resolve_stream(r, *ctx, hs, per_thread, s); rc != CUDA_SUCCESS) return rc;
+    // A synchronous copy is an unsafe call during stream capture; an async one may be captured.
+    if (host_sync) {
+      if (CUresult rc = capture_forbids_unsafe(r); rc != CUDA_SUCCESS) return rc;
+    }
+    bool captured = false;
+    if (CUresult rc = capture_check(r, *ctx, *s, captured); rc != CUDA_SUCCESS) return rc;
     if (bytes == 0) return CUDA_SUCCESS;
     if (kind) {
       bool dst_device = *kind == CopyKind::host_to_device || *kind == CopyKind::device_to_device;
@@ -78,6 +85,13 @@ CUresult copy(uint64_t dst, uint64_t src, size_t bytes, std::optional<CopyKind> 
         return CUDA_ERROR_INVALID_VALUE;
       if (d == Side::device && !inside_writable(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
       kind = copy_kind(d, sr);
+    }
+    if (captured) {
+      GraphNode node;
+      node.type = CU_GRAPH_NODE_TYPE_MEMCPY;
+      node.copy = linear_copy(dst, src, bytes);
+      node.op_ctx = ctx->handle;
+      return capture_node(r, *s, std::move(node));
     }
     uint64_t start = op_start(r, *ctx, *s);
     uint64_t end = start + copy_ns(*kind, bytes);
@@ -95,7 +109,7 @@ CUresult copy(uint64_t dst, uint64_t src, size_t bytes, std::optional<CopyKind> 
 }
 
 CUresult memset_elements(uint64_t dst, uint32_t value, size_t count, unsigned elem_size,
-                         CUstream hs, bool per_thread) {
+                         CUstream hs, bool per_thread, bool sync) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   Registry& r = registry();
   if (count > std::numeric_limits<size_t>::max() / elem_size) return CUDA_ERROR_INVALID_VALUE;
@@ -106,9 +120,26 @@ CUresult memset_elements(uint64_t dst, uint32_t value, size_t count, unsigned el
     if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
     Stream* s = nullptr;
     if (CUresult rc = resolve_stream(r, *ctx, hs, per_thread, s); rc != CUDA_SUCCESS) return rc;
+    if (sync) {
+      if (CUresult rc = capture_forbids_unsafe(r); rc != CUDA_SUCCESS) return rc;
+    }
+    bool captured = false;
+    if (CUresult rc = capture_check(r, *ctx, *s, captured); rc != CUDA_SUCCESS) return rc;
     if (dst % elem_size != 0) return CUDA_ERROR_INVALID_VALUE;
     if (count == 0) return CUDA_SUCCESS;
     if (!inside_writable(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
+    if (captured) {
+      GraphNode node;
+      node.type = CU_GRAPH_NODE_TYPE_MEMSET;
+      node.memset.dst = dst;
+      node.memset.value = value;
+      node.memset.elementSize = elem_size;
+      node.memset.width = count;
+      node.memset.height = 1;
+      node.memset.pitch = bytes;
+      node.op_ctx = ctx->handle;
+      return capture_node(r, *s, std::move(node));
+    }
     uint64_t start = op_start(r, *ctx, *s);
     op_finish(*s, start + memset_ns(bytes));
     start_device_work(r);
@@ -158,6 +189,8 @@ CUresult free_allocation(uint64_t base, bool host) {
   Context* ctx = nullptr;
   if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
   if (base == 0 && !host) return CUDA_SUCCESS; // cuMemFree(0) is a no-op, as cudaFree(NULL)
+  // Memory of a graph's allocation node: freed for the graph (its address stays the graph's).
+  if (CUresult status = CUDA_SUCCESS; !host && graph_memory_free(r, base, status)) return status;
   auto a = memory().find(base);
   // Only what cuMemAlloc (resp. cuMemAllocHost/cuMemHostAlloc) returned, by its base address.
   if (!a || a->base != base) return CUDA_ERROR_INVALID_VALUE;
@@ -311,6 +344,112 @@ CUresult plane(CUmemorytype type, const void* host, CUdeviceptr dev, size_t x, s
   return CUDA_SUCCESS;
 }
 
+// The 3D form of a 2D copy (what a captured cuMemcpy2DAsync becomes as a graph node).
+CUDA_MEMCPY3D copy_3d_of(const CUDA_MEMCPY2D& c) {
+  CUDA_MEMCPY3D m{};
+  m.srcXInBytes = c.srcXInBytes;
+  m.srcY = c.srcY;
+  m.srcMemoryType = c.srcMemoryType;
+  m.srcHost = c.srcHost;
+  m.srcDevice = c.srcDevice;
+  m.srcArray = c.srcArray;
+  m.srcPitch = c.srcPitch;
+  m.srcHeight = c.Height;
+  m.dstXInBytes = c.dstXInBytes;
+  m.dstY = c.dstY;
+  m.dstMemoryType = c.dstMemoryType;
+  m.dstHost = c.dstHost;
+  m.dstDevice = c.dstDevice;
+  m.dstArray = c.dstArray;
+  m.dstPitch = c.dstPitch;
+  m.dstHeight = c.Height;
+  m.WidthInBytes = c.WidthInBytes;
+  m.Height = c.Height;
+  m.Depth = 1;
+  return m;
+}
+
+// A checked 3D copy: both sides as planes of `rows` rows (the slices laid end to end).
+struct Copy3d {
+  Plane src, dst;
+  size_t src_pitch = 0, dst_pitch = 0;
+  size_t src_slice_rows = 0, dst_slice_rows = 0;
+  CopyKind kind = CopyKind::host_to_host;
+};
+
+CUresult check_3d(const CUDA_MEMCPY3D& c, Copy3d& out) {
+  if (c.reserved0 != nullptr || c.reserved1 != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (c.srcLOD != 0 || c.dstLOD != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (c.WidthInBytes == 0 || c.Height == 0 || c.Depth == 0) return CUDA_ERROR_INVALID_VALUE;
+  const bool flat = c.Height == 1 && c.Depth == 1;
+  // A 1D copy needs no pitch; a 3D one needs slices at least Height rows tall.
+  out.src_pitch = flat && c.srcPitch == 0 ? c.WidthInBytes : c.srcPitch;
+  out.dst_pitch = flat && c.dstPitch == 0 ? c.WidthInBytes : c.dstPitch;
+  out.src_slice_rows = c.Depth > 1 ? c.srcHeight : c.Height;
+  out.dst_slice_rows = c.Depth > 1 ? c.dstHeight : c.Height;
+  if (c.Depth > 1 && (c.srcHeight < c.Height || c.dstHeight < c.Height))
+    return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t max = std::numeric_limits<uint64_t>::max();
+  auto rows = [&](size_t slice_rows, size_t y, size_t z, uint64_t& first, uint64_t& count) {
+    if (z != 0 && slice_rows > (max - y) / z) return false;
+    first = uint64_t(z) * slice_rows + y;
+    if (c.Depth - 1 != 0 && slice_rows > (max - c.Height) / (c.Depth - 1)) return false;
+    count = uint64_t(c.Depth - 1) * slice_rows + c.Height;
+    return true;
+  };
+  uint64_t sy = 0, sn = 0, dy = 0, dn = 0;
+  if (!rows(out.src_slice_rows, c.srcY, c.srcZ, sy, sn)) return CUDA_ERROR_INVALID_VALUE;
+  if (!rows(out.dst_slice_rows, c.dstY, c.dstZ, dy, dn)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = plane(c.srcMemoryType, c.srcHost, c.srcDevice, c.srcXInBytes, sy,
+                          out.src_pitch, c.WidthInBytes, sn, false, out.src);
+      rc != CUDA_SUCCESS) {
+    return rc;
+  }
+  if (CUresult rc = plane(c.dstMemoryType, c.dstHost, c.dstDevice, c.dstXInBytes, dy,
+                          out.dst_pitch, c.WidthInBytes, dn, true, out.dst);
+      rc != CUDA_SUCCESS) {
+    return rc;
+  }
+  out.kind = copy_kind(out.dst.device ? Side::device : Side::host,
+                       out.src.device ? Side::device : Side::host);
+  return CUDA_SUCCESS;
+}
+
+CUresult check_memset(uint64_t dst, size_t pitch, size_t width, size_t height, unsigned elem_size,
+                      uint64_t& bytes) {
+  if (elem_size != 1 && elem_size != 2 && elem_size != 4) return CUDA_ERROR_INVALID_VALUE;
+  if (dst == 0 || dst % elem_size != 0 || width == 0 || height == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t max = std::numeric_limits<uint64_t>::max();
+  if (width > max / elem_size) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t row_bytes = uint64_t(width) * elem_size;
+  if (height > 1 && (pitch < row_bytes || pitch % elem_size != 0)) return CUDA_ERROR_INVALID_VALUE;
+  if (height - 1 != 0 && pitch > (max - row_bytes) / (height - 1)) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t extent = uint64_t(height - 1) * pitch + row_bytes;
+  if (!inside_writable(dst, extent)) return CUDA_ERROR_INVALID_VALUE;
+  bytes = row_bytes * height;
+  return CUDA_SUCCESS;
+}
+
+void fill_rows(uint64_t dst, size_t pitch, uint32_t value, size_t width, size_t height,
+               unsigned elem_size) {
+  const uint64_t row_bytes = uint64_t(width) * elem_size;
+  for (size_t row = 0; row < height; ++row) {
+    uint64_t p = dst + row * pitch;
+    switch (elem_size) {
+    case 1:
+      std::memset(reinterpret_cast<void*>(p), int(value & 0xff), row_bytes);
+      break;
+    case 2:
+      std::fill_n(reinterpret_cast<uint16_t*>(p), width, uint16_t(value));
+      break;
+    default:
+      std::fill_n(reinterpret_cast<uint32_t*>(p), width, value);
+      break;
+    }
+  }
+}
+
 CUresult copy_2d(const CUDA_MEMCPY2D* c, CUstream hs, bool per_thread, bool host_sync) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -333,6 +472,18 @@ CUresult copy_2d(const CUDA_MEMCPY2D* c, CUstream hs, bool per_thread, bool host
         rc != CUDA_SUCCESS) {
       return rc;
     }
+    if (host_sync) {
+      if (CUresult rc = capture_forbids_unsafe(r); rc != CUDA_SUCCESS) return rc;
+    }
+    bool captured = false;
+    if (CUresult rc = capture_check(r, *ctx, *s, captured); rc != CUDA_SUCCESS) return rc;
+    if (captured) {
+      GraphNode node;
+      node.type = CU_GRAPH_NODE_TYPE_MEMCPY;
+      node.copy = copy_3d_of(*c);
+      node.op_ctx = ctx->handle;
+      return capture_node(r, *s, std::move(node));
+    }
     const CopyKind kind = copy_kind(dst.device ? Side::device : Side::host,
                                     src.device ? Side::device : Side::host);
     // Charged as one copy of all the rows' bytes (the per-copy latency once, not per row).
@@ -351,7 +502,7 @@ CUresult copy_2d(const CUDA_MEMCPY2D* c, CUstream hs, bool per_thread, bool host
 }
 
 CUresult memset_2d(uint64_t dst, size_t pitch, uint32_t value, size_t width, size_t height,
-                   unsigned elem_size, CUstream hs, bool per_thread) {
+                   unsigned elem_size, CUstream hs, bool per_thread, bool sync) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   Registry& r = registry();
   const uint64_t max = std::numeric_limits<uint64_t>::max();
@@ -369,6 +520,23 @@ CUresult memset_2d(uint64_t dst, size_t pitch, uint32_t value, size_t width, siz
     if (height - 1 != 0 && pitch > (max - row_bytes) / (height - 1)) return CUDA_ERROR_INVALID_VALUE;
     const uint64_t extent = uint64_t(height - 1) * pitch + row_bytes;
     if (!inside_writable(dst, extent)) return CUDA_ERROR_INVALID_VALUE;
+    if (sync) {
+      if (CUresult rc = capture_forbids_unsafe(r); rc != CUDA_SUCCESS) return rc;
+    }
+    bool captured = false;
+    if (CUresult rc = capture_check(r, *ctx, *s, captured); rc != CUDA_SUCCESS) return rc;
+    if (captured) {
+      GraphNode node;
+      node.type = CU_GRAPH_NODE_TYPE_MEMSET;
+      node.memset.dst = dst;
+      node.memset.pitch = pitch;
+      node.memset.value = value;
+      node.memset.elementSize = elem_size;
+      node.memset.width = width;
+      node.memset.height = height;
+      node.op_ctx = ctx->handle;
+      return capture_node(r, *s, std::move(node));
+    }
     uint64_t start = op_start(r, *ctx, *s);
     op_finish(*s, start + memset_ns(row_bytes * height));
     start_device_work(r);
@@ -392,6 +560,72 @@ CUresult memset_2d(uint64_t dst, size_t pitch, uint32_t value, size_t width, siz
 }
 
 } // namespace
+
+CUDA_MEMCPY3D linear_copy(uint64_t dst, uint64_t src, size_t bytes) {
+  CUDA_MEMCPY3D m{};
+  m.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+  m.srcDevice = src;
+  m.srcPitch = bytes;
+  m.srcHeight = 1;
+  m.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  m.dstDevice = dst;
+  m.dstPitch = bytes;
+  m.dstHeight = 1;
+  m.WidthInBytes = bytes;
+  m.Height = 1;
+  m.Depth = 1;
+  return m;
+}
+
+CUresult check_copy_3d(const CUDA_MEMCPY3D& c) {
+  Copy3d plan;
+  return check_3d(c, plan);
+}
+
+CUresult run_copy_3d(const CUDA_MEMCPY3D& c, uint64_t& modeled_ns) {
+  Registry& r = registry();
+  Copy3d p;
+  {
+    std::lock_guard lock(r.mutex);
+    // Checked again at every launch: the memory may have been freed since the node was made.
+    if (CUresult rc = check_3d(c, p); rc != CUDA_SUCCESS) return rc;
+    modeled_ns = copy_ns(p.kind, uint64_t(c.WidthInBytes) * c.Height * c.Depth);
+    start_device_work(r);
+  }
+  for (size_t z = 0; z < c.Depth; ++z) {
+    for (size_t y = 0; y < c.Height; ++y) {
+      std::memmove(
+          reinterpret_cast<void*>(p.dst.start + (uint64_t(z) * p.dst_slice_rows + y) * p.dst_pitch),
+          reinterpret_cast<const void*>(p.src.start +
+                                        (uint64_t(z) * p.src_slice_rows + y) * p.src_pitch),
+          c.WidthInBytes);
+    }
+  }
+  done_device_work(r);
+  return CUDA_SUCCESS;
+}
+
+CUresult check_memset_2d(uint64_t dst, size_t pitch, size_t width, size_t height,
+                         unsigned elem_size) {
+  uint64_t bytes = 0;
+  return check_memset(dst, pitch, width, height, elem_size, bytes);
+}
+
+CUresult run_memset_2d(uint64_t dst, size_t pitch, uint32_t value, size_t width, size_t height,
+                       unsigned elem_size, uint64_t& modeled_ns) {
+  Registry& r = registry();
+  {
+    std::lock_guard lock(r.mutex);
+    uint64_t bytes = 0;
+    if (CUresult rc = check_memset(dst, pitch, width, height, elem_size, bytes); rc != CUDA_SUCCESS)
+      return rc;
+    modeled_ns = memset_ns(bytes);
+    start_device_work(r);
+  }
+  fill_rows(dst, height > 1 ? pitch : uint64_t(width) * elem_size, value, width, height, elem_size);
+  done_device_work(r);
+  return CUDA_SUCCESS;
+}
 
 } // namespace hone::emu
 
@@ -453,51 +687,51 @@ CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* pCopy, CUstream hS
 
 CUresult CUDAAPI cuMemsetD2D8_v2(CUdeviceptr dst, size_t pitch, unsigned char uc, size_t w,
                                  size_t h) {
-  return guarded([&] { return memset_2d(dst, pitch, uc, w, h, 1, nullptr, false); });
+  return guarded([&] { return memset_2d(dst, pitch, uc, w, h, 1, nullptr, false, true); });
 }
 CUresult CUDAAPI cuMemsetD2D8_v2_ptds(CUdeviceptr dst, size_t pitch, unsigned char uc, size_t w,
                                       size_t h) {
-  return guarded([&] { return memset_2d(dst, pitch, uc, w, h, 1, nullptr, true); });
+  return guarded([&] { return memset_2d(dst, pitch, uc, w, h, 1, nullptr, true, true); });
 }
 CUresult CUDAAPI cuMemsetD2D16_v2(CUdeviceptr dst, size_t pitch, unsigned short us, size_t w,
                                   size_t h) {
-  return guarded([&] { return memset_2d(dst, pitch, us, w, h, 2, nullptr, false); });
+  return guarded([&] { return memset_2d(dst, pitch, us, w, h, 2, nullptr, false, true); });
 }
 CUresult CUDAAPI cuMemsetD2D16_v2_ptds(CUdeviceptr dst, size_t pitch, unsigned short us, size_t w,
                                        size_t h) {
-  return guarded([&] { return memset_2d(dst, pitch, us, w, h, 2, nullptr, true); });
+  return guarded([&] { return memset_2d(dst, pitch, us, w, h, 2, nullptr, true, true); });
 }
 CUresult CUDAAPI cuMemsetD2D32_v2(CUdeviceptr dst, size_t pitch, unsigned int ui, size_t w,
                                   size_t h) {
-  return guarded([&] { return memset_2d(dst, pitch, ui, w, h, 4, nullptr, false); });
+  return guarded([&] { return memset_2d(dst, pitch, ui, w, h, 4, nullptr, false, true); });
 }
 CUresult CUDAAPI cuMemsetD2D32_v2_ptds(CUdeviceptr dst, size_t pitch, unsigned int ui, size_t w,
                                        size_t h) {
-  return guarded([&] { return memset_2d(dst, pitch, ui, w, h, 4, nullptr, true); });
+  return guarded([&] { return memset_2d(dst, pitch, ui, w, h, 4, nullptr, true, true); });
 }
 CUresult CUDAAPI cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char uc, size_t w,
                                    size_t h, CUstream s) {
-  return guarded([&] { return memset_2d(dst, pitch, uc, w, h, 1, s, false); });
+  return guarded([&] { return memset_2d(dst, pitch, uc, w, h, 1, s, false, false); });
 }
 CUresult CUDAAPI cuMemsetD2D8Async_ptsz(CUdeviceptr dst, size_t pitch, unsigned char uc, size_t w,
                                         size_t h, CUstream s) {
-  return guarded([&] { return memset_2d(dst, pitch, uc, w, h, 1, s, true); });
+  return guarded([&] { return memset_2d(dst, pitch, uc, w, h, 1, s, true, false); });
 }
 CUresult CUDAAPI cuMemsetD2D16Async(CUdeviceptr dst, size_t pitch, unsigned short us, size_t w,
                                     size_t h, CUstream s) {
-  return guarded([&] { return memset_2d(dst, pitch, us, w, h, 2, s, false); });
+  return guarded([&] { return memset_2d(dst, pitch, us, w, h, 2, s, false, false); });
 }
 CUresult CUDAAPI cuMemsetD2D16Async_ptsz(CUdeviceptr dst, size_t pitch, unsigned short us,
                                          size_t w, size_t h, CUstream s) {
-  return guarded([&] { return memset_2d(dst, pitch, us, w, h, 2, s, true); });
+  return guarded([&] { return memset_2d(dst, pitch, us, w, h, 2, s, true, false); });
 }
 CUresult CUDAAPI cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned int ui, size_t w,
                                     size_t h, CUstream s) {
-  return guarded([&] { return memset_2d(dst, pitch, ui, w, h, 4, s, false); });
+  return guarded([&] { return memset_2d(dst, pitch, ui, w, h, 4, s, false, false); });
 }
 CUresult CUDAAPI cuMemsetD2D32Async_ptsz(CUdeviceptr dst, size_t pitch, unsigned int ui, size_t w,
                                          size_t h, CUstream s) {
-  return guarded([&] { return memset_2d(dst, pitch, ui, w, h, 4, s, true); });
+  return guarded([&] { return memset_2d(dst, pitch, ui, w, h, 4, s, true, false); });
 }
 
 // --- allocation --------------------------------------------------------------------------------
@@ -693,46 +927,46 @@ CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t Byt
 // ----------------------------------------------------------------------------------------
 
 CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-  return guarded([&] { return memset_elements(dstDevice, uc, N, 1, nullptr, false); });
+  return guarded([&] { return memset_elements(dstDevice, uc, N, 1, nullptr, false, true); });
 }
 CUresult CUDAAPI cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-  return guarded([&] { return memset_elements(dstDevice, uc, N, 1, nullptr, true); });
+  return guarded([&] { return memset_elements(dstDevice, uc, N, 1, nullptr, true, true); });
 }
 CUresult CUDAAPI cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N) {
-  return guarded([&] { return memset_elements(dstDevice, us, N, 2, nullptr, false); });
+  return guarded([&] { return memset_elements(dstDevice, us, N, 2, nullptr, false, true); });
 }
 CUresult CUDAAPI cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N) {
-  return guarded([&] { return memset_elements(dstDevice, us, N, 2, nullptr, true); });
+  return guarded([&] { return memset_elements(dstDevice, us, N, 2, nullptr, true, true); });
 }
 CUresult CUDAAPI cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
-  return guarded([&] { return memset_elements(dstDevice, ui, N, 4, nullptr, false); });
+  return guarded([&] { return memset_elements(dstDevice, ui, N, 4, nullptr, false, true); });
 }
 CUresult CUDAAPI cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
-  return guarded([&] { return memset_elements(dstDevice, ui, N, 4, nullptr, true); });
+  return guarded([&] { return memset_elements(dstDevice, ui, N, 4, nullptr, true, true); });
 }
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
                                  CUstream hStream) {
-  return guarded([&] { return memset_elements(dstDevice, uc, N, 1, hStream, false); });
+  return guarded([&] { return memset_elements(dstDevice, uc, N, 1, hStream, false, false); });
 }
 CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
                                       CUstream hStream) {
-  return guarded([&] { return memset_elements(dstDevice, uc, N, 1, hStream, true); });
+  return guarded([&] { return memset_elements(dstDevice, uc, N, 1, hStream, true, false); });
 }
 CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N,
                                   CUstream hStream) {
-  return guarded([&] { return memset_elements(dstDevice, us, N, 2, hStream, false); });
+  return guarded([&] { return memset_elements(dstDevice, us, N, 2, hStream, false, false); });
 }
 CUresult CUDAAPI cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N,
                                        CUstream hStream) {
-  return guarded([&] { return memset_elements(dstDevice, us, N, 2, hStream, true); });
+  return guarded([&] { return memset_elements(dstDevice, us, N, 2, hStream, true, false); });
 }
 CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
                                   CUstream hStream) {
-  return guarded([&] { return memset_elements(dstDevice, ui, N, 4, hStream, false); });
+  return guarded([&] { return memset_elements(dstDevice, ui, N, 4, hStream, false, false); });
 }
 CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
                                        CUstream hStream) {
-  return guarded([&] { return memset_elements(dstDevice, ui, N, 4, hStream, true); });
+  return guarded([&] { return memset_elements(dstDevice, ui, N, 4, hStream, true, false); });
 }
 
 // --- pointer attributes

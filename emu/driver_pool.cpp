@@ -6,6 +6,8 @@
 // reserved memory is the memory it has handed out, which keeps its counters exact.
 #include "emu/driver.hpp"
 
+#include "emu/graph.hpp"
+
 #include "emu/log.hpp"
 #include "emu/memory.hpp"
 
@@ -48,6 +50,19 @@ CUresult pool_alloc(CUdeviceptr* dptr, size_t bytes, Handle pool_handle, CUstrea
   }
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  bool captured = false;
+  if (CUresult rc = capture_check(r, *ctx, *s, captured); rc != CUDA_SUCCESS) return rc;
+  if (captured) {
+    // A memory allocation node: the graph's memory, at an address fixed from now on.
+    GraphNode node;
+    node.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+    node.pool_props = pool->props;
+    Handle h = 0;
+    if (CUresult rc = capture_alloc_node(r, *s, std::move(node), bytes, h); rc != CUDA_SUCCESS)
+      return rc;
+    *dptr = graph_registry().node(h)->alloc->base;
+    return CUDA_SUCCESS;
+  }
   if (pool->props.maxSize != 0 && pool->used + bytes > pool->props.maxSize) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -74,6 +89,20 @@ CUresult pool_free(CUdeviceptr dptr, CUstream hs, bool per_thread) {
   if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
   Stream* s = nullptr;
   if (CUresult rc = resolve_stream(r, *ctx, hs, per_thread, s); rc != CUDA_SUCCESS) return rc;
+  bool captured = false;
+  if (CUresult rc = capture_check(r, *ctx, *s, captured); rc != CUDA_SUCCESS) return rc;
+  if (captured) {
+    // A memory free node; only graph memory can be freed inside a graph.
+    if (!is_graph_allocation(r, dptr)) return CUDA_ERROR_INVALID_VALUE;
+    GraphNode node;
+    node.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+    node.free_ptr = dptr;
+    return capture_node(r, *s, std::move(node));
+  }
+  if (CUresult status = CUDA_SUCCESS; graph_memory_free(r, dptr, status)) {
+    if (status == CUDA_SUCCESS) op_finish(*s, op_start(r, *ctx, *s));
+    return status;
+  }
   auto a = memory().find(dptr);
   // Only what a pool handed out, by its base address.
   if (!a || a->base != dptr || a->pool == 0) return CUDA_ERROR_INVALID_VALUE;

@@ -2,6 +2,8 @@
 // events carry is the modeled clock (driver.hpp, "Stream") that cuEventElapsedTime reads.
 #include "emu/driver.hpp"
 
+#include "emu/graph.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -67,6 +69,7 @@ CUresult destroy_stream(CUstream h) {
   // stream, in the legacy stream's view: fold its clock into the NULL stream's so the legacy stream
   // still waits for work issued before the destroy.
   if (s->blocking()) op_finish(ctx->legacy, s->clock_ns);
+  capture_forget_stream(r, *s);
   ctx->streams.erase(s->handle);
   r.streams.erase(from_cu(h));
   return CUDA_SUCCESS;
@@ -82,6 +85,15 @@ CUresult sync_stream(CUstream h, bool per_thread, bool host_sync) {
   // Its work finished when the calls that issued it returned; in modeled time the host has now
   // waited for the stream (for the legacy stream, also for the blocking streams it waits for).
   if (ctx->sticky != CUDA_SUCCESS) return ctx->sticky;
+  // During stream capture: the legacy stream is unusable while a blocking stream captures, a
+  // capturing stream cannot be waited for (that invalidates its capture), and any other wait is
+  // an unsafe call the capture mode may forbid.
+  if (s->legacy && blocking_capture_in(r, *ctx)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  if (s->capture != 0) {
+    capture_invalidate(r, *s);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  if (CUresult rc = capture_forbids_unsafe(r); rc != CUDA_SUCCESS) return rc;
   if (host_sync) host_waits(*ctx, s->legacy ? op_start(r, *ctx, *s) : s->clock_ns);
   return CUDA_SUCCESS;
 }
@@ -98,6 +110,14 @@ CUresult wait_event(CUstream h, CUevent e, unsigned flags, bool per_thread) {
   if (CUresult rc = resolve_stream(r, *ctx, h, per_thread, s); rc != CUDA_SUCCESS) return rc;
   Event* ev = r.event(from_cu(e));
   if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  bool captured = false;
+  if (CUresult rc = capture_check(r, *ctx, *s, captured); rc != CUDA_SUCCESS) return rc;
+  // An event recorded in a capture joins the stream into it; a capturing stream's waits are
+  // dependencies of its next node.
+  bool handled = false;
+  if (CUresult rc = capture_wait_event(r, *ctx, *s, *ev, flags, handled); rc != CUDA_SUCCESS)
+    return rc;
+  if (handled) return CUDA_SUCCESS;
   // An event never recorded is complete: waiting on it is a no-op. Events of other contexts are
   // fine: cross-context waits are what cuStreamWaitEvent is for.
   if (ev->recorded) op_finish(*s, std::max(op_start(r, *ctx, *s), ev->time_ns));
@@ -128,6 +148,20 @@ CUresult host_func(CUstream h, bool per_thread, void (*run)(void*), void* data, 
     if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
     Stream* s = nullptr;
     if (CUresult rc = resolve_stream(r, *ctx, h, per_thread, s); rc != CUDA_SUCCESS) return rc;
+    bool captured = false;
+    if (CUresult rc = capture_check(r, *ctx, *s, captured); rc != CUDA_SUCCESS) return rc;
+    if (captured) {
+      // A host node; stream callbacks (cuStreamAddCallback) cannot be captured.
+      if (add_callback) {
+        capture_invalidate(r, *s);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+      }
+      GraphNode node;
+      node.type = CU_GRAPH_NODE_TYPE_HOST;
+      node.host.fn = run;
+      node.host.userData = data;
+      return capture_node(r, *s, std::move(node));
+    }
     op_finish(*s, op_start(r, *ctx, *s));
   }
   if (add_callback) {
@@ -140,8 +174,9 @@ CUresult host_func(CUstream h, bool per_thread, void (*run)(void*), void* data, 
 
 CUresult record_event(CUevent e, CUstream h, unsigned flags, bool per_thread) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-  // CU_EVENT_RECORD_EXTERNAL is only valid during stream capture, which is not supported.
-  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  // CU_EVENT_RECORD_EXTERNAL is only valid during stream capture (an event record node).
+  if ((flags & ~static_cast<unsigned>(CU_EVENT_RECORD_EXTERNAL)) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   Context* ctx = nullptr;
@@ -151,10 +186,26 @@ CUresult record_event(CUevent e, CUstream h, unsigned flags, bool per_thread) {
   Stream* s = nullptr;
   if (CUresult rc = resolve_stream(r, *ctx, h, per_thread, s); rc != CUDA_SUCCESS) return rc;
   if (ev->ctx != s->ctx) return CUDA_ERROR_INVALID_HANDLE; // must share a context
+  bool captured = false;
+  if (CUresult rc = capture_check(r, *ctx, *s, captured); rc != CUDA_SUCCESS) return rc;
+  if (captured) {
+    if (flags & CU_EVENT_RECORD_EXTERNAL) {
+      GraphNode node;
+      node.type = CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+      node.event = ev->handle;
+      return capture_node(r, *s, std::move(node));
+    }
+    capture_record_event(r, *s, *ev);
+    return CUDA_SUCCESS;
+  }
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE; // external records exist only in captures
   uint64_t t = op_start(r, *ctx, *s);
   op_finish(*s, t);
   ev->recorded = true;
   ev->time_ns = t;
+  ev->capture = 0;
+  ev->capture_nodes.clear();
+  ev->capture_edges.clear();
   return CUDA_SUCCESS;
 }
 
@@ -177,6 +228,10 @@ CUresult event_status(CUevent e, bool host_sync) {
   if (CUresult rc = find_event(r, e, ev, ctx); rc != CUDA_SUCCESS) return rc;
   // Recorded work is complete; an event never recorded is complete too.
   if (ctx->sticky != CUDA_SUCCESS) return ctx->sticky;
+  // An event last recorded in a live capture has no completion to wait for or query.
+  if (ev->capture != 0 && graph_registry().capture(ev->capture) != nullptr)
+    return CUDA_ERROR_CAPTURED_EVENT;
+  if (CUresult rc = capture_forbids_unsafe(r); rc != CUDA_SUCCESS) return rc;
   if (host_sync && ev->recorded) host_waits(*ctx, ev->time_ns);
   return CUDA_SUCCESS;
 }
@@ -314,19 +369,6 @@ CUresult CUDAAPI cuStreamGetDevice_ptsz(CUstream hStream, CUdevice* device) {
     return stream_query(hStream, true, device, [](Stream&, Context& c) { return c.device; });
   });
 }
-CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
-  return guarded([&] {
-    return stream_query(hStream, false, captureStatus,
-                        [](Stream&, Context&) { return CU_STREAM_CAPTURE_STATUS_NONE; });
-  });
-}
-CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
-  return guarded([&] {
-    return stream_query(hStream, true, captureStatus,
-                        [](Stream&, Context&) { return CU_STREAM_CAPTURE_STATUS_NONE; });
-  });
-}
-
 CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
   return guarded([&] {
     if (fn == nullptr) return initialized() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;

@@ -440,9 +440,8 @@ int probe_log() {
   PROBE_CHECK(cuInit(0) == CUDA_SUCCESS);
   CUcontext ctx = nullptr;
   PROBE_CHECK(cuCtxCreate(&ctx, nullptr, 0, 0) == CUDA_SUCCESS);
-  CUgraph graph = nullptr;
-  PROBE_CHECK(cuGraphCreate(&graph, 0) == CUDA_ERROR_NOT_SUPPORTED);
-  PROBE_CHECK(cuGraphCreate(&graph, 0) == CUDA_ERROR_NOT_SUPPORTED);
+  PROBE_CHECK(cuArrayDestroy(nullptr) == CUDA_ERROR_NOT_SUPPORTED);
+  PROBE_CHECK(cuArrayDestroy(nullptr) == CUDA_ERROR_NOT_SUPPORTED);
   CUmodule m = nullptr;
   PROBE_CHECK(cuModuleLoadData(&m, k_misc_ptx) == CUDA_SUCCESS);
   CUfunction f = nullptr;
@@ -589,7 +588,7 @@ TEST(DriverProcess, LogsAStubOnceAndAFaultOnceWithThePrefix) {
       ++n;
     return n;
   };
-  EXPECT_EQ(1u, count("cuGraphCreate")) << r.stderr_text;
+  EXPECT_EQ(1u, count("cuArrayDestroy")) << r.stderr_text;
   EXPECT_EQ(1u, count("CUDA_ERROR_ILLEGAL_ADDRESS")) << r.stderr_text;
   std::istringstream lines(r.stderr_text);
   for (std::string line; std::getline(lines, line);) {
@@ -2102,12 +2101,10 @@ TEST(DriverProcAddress, MissesAndStubs) {
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuGetProcAddress("cuInit", &fn, 14000, 0, &status));
 
   // A function cuda.h declares but the emulated device does not implement: a stub.
-  CU_OK(cuGetProcAddress("cuGraphCreate", &fn, 13000, 0, &status));
+  CU_OK(cuGetProcAddress("cuArrayDestroy", &fn, 13000, 0, &status));
   ASSERT_NE(nullptr, fn);
-  CUgraph graph = nullptr;
-  EXPECT_CU(CUDA_ERROR_NOT_SUPPORTED,
-            reinterpret_cast<CUresult (*)(CUgraph*, unsigned)>(fn)(&graph, 0));
-  EXPECT_EQ(exported("cuGraphCreate"), fn);
+  EXPECT_CU(CUDA_ERROR_NOT_SUPPORTED, reinterpret_cast<CUresult (*)(CUarray)>(fn)(nullptr));
+  EXPECT_EQ(exported("cuArrayDestroy"), fn);
   // The legacy 32-bit-pointer variants are stubs too.
   CU_OK(cuGetProcAddress("cuMemAlloc", &fn, 2000, 0, &status));
   unsigned small = 0;
