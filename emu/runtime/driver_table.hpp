@@ -122,7 +122,68 @@ namespace hone::cudart {
   P(cuStreamAttachMemAsync, 6000, 7000)                                                            \
   P(cuStreamIsCapturing, 10000, 10000)                                                             \
   P(cuEventRecord, 2000, 7000)                                                                     \
-  P(cuEventRecordWithFlags, 11010, 11010)
+  P(cuEventRecordWithFlags, 11010, 11010)                                                          \
+  X(cuThreadExchangeStreamCaptureMode, 10010)                                                      \
+  X(cuGraphCreate, 10000)                                                                          \
+  X(cuGraphDestroy, 10000)                                                                         \
+  X(cuGraphClone, 10000)                                                                           \
+  X(cuGraphNodeFindInClone, 10000)                                                                 \
+  X(cuGraphNodeGetType, 10000)                                                                     \
+  X(cuGraphGetNodes, 10000)                                                                        \
+  X(cuGraphGetRootNodes, 10000)                                                                    \
+  X(cuGraphGetEdges, 12030)                                                                        \
+  X(cuGraphNodeGetDependencies, 12030)                                                             \
+  X(cuGraphNodeGetDependentNodes, 12030)                                                           \
+  X(cuGraphAddDependencies, 12030)                                                                 \
+  X(cuGraphRemoveDependencies, 12030)                                                              \
+  X(cuGraphDestroyNode, 10000)                                                                     \
+  X(cuGraphAddKernelNode, 12000)                                                                   \
+  X(cuGraphKernelNodeGetParams, 12000)                                                             \
+  X(cuGraphKernelNodeSetParams, 12000)                                                             \
+  X(cuGraphAddMemcpyNode, 10000)                                                                   \
+  X(cuGraphMemcpyNodeGetParams, 10000)                                                             \
+  X(cuGraphMemcpyNodeSetParams, 10000)                                                             \
+  X(cuGraphAddMemsetNode, 10000)                                                                   \
+  X(cuGraphMemsetNodeGetParams, 10000)                                                             \
+  X(cuGraphMemsetNodeSetParams, 10000)                                                             \
+  X(cuGraphAddHostNode, 10000)                                                                     \
+  X(cuGraphHostNodeGetParams, 10000)                                                               \
+  X(cuGraphHostNodeSetParams, 10000)                                                               \
+  X(cuGraphAddChildGraphNode, 10000)                                                               \
+  X(cuGraphChildGraphNodeGetGraph, 10000)                                                          \
+  X(cuGraphAddEmptyNode, 10000)                                                                    \
+  X(cuGraphAddEventRecordNode, 11010)                                                              \
+  X(cuGraphEventRecordNodeGetEvent, 11010)                                                         \
+  X(cuGraphEventRecordNodeSetEvent, 11010)                                                         \
+  X(cuGraphAddEventWaitNode, 11010)                                                                \
+  X(cuGraphEventWaitNodeGetEvent, 11010)                                                           \
+  X(cuGraphEventWaitNodeSetEvent, 11010)                                                           \
+  X(cuGraphAddMemAllocNode, 11040)                                                                 \
+  X(cuGraphMemAllocNodeGetParams, 11040)                                                           \
+  X(cuGraphAddMemFreeNode, 11040)                                                                  \
+  X(cuGraphMemFreeNodeGetParams, 11040)                                                            \
+  X(cuGraphInstantiateWithFlags, 11040)                                                            \
+  X(cuGraphExecGetFlags, 12000)                                                                    \
+  X(cuGraphExecDestroy, 10000)                                                                     \
+  X(cuGraphExecKernelNodeSetParams, 12000)                                                         \
+  X(cuGraphExecMemcpyNodeSetParams, 10020)                                                         \
+  X(cuGraphExecMemsetNodeSetParams, 10020)                                                         \
+  X(cuGraphExecHostNodeSetParams, 10020)                                                           \
+  X(cuGraphExecChildGraphNodeSetParams, 11010)                                                     \
+  X(cuGraphExecEventRecordNodeSetEvent, 11010)                                                     \
+  X(cuGraphExecEventWaitNodeSetEvent, 11010)                                                       \
+  X(cuGraphNodeSetEnabled, 11060)                                                                  \
+  X(cuGraphNodeGetEnabled, 11060)                                                                  \
+  X(cuGraphExecUpdate, 12000)                                                                      \
+  X(cuGraphDebugDotPrint, 11030)                                                                   \
+  P(cuStreamBeginCapture, 10010, 10010)                                                            \
+  P(cuStreamBeginCaptureToGraph, 12030, 12030)                                                     \
+  P(cuStreamEndCapture, 10000, 10000)                                                              \
+  P(cuStreamGetCaptureInfo, 12030, 12030)                                                          \
+  P(cuStreamUpdateCaptureDependencies, 12030, 12030)                                               \
+  P(cuGraphInstantiateWithParams, 12000, 12000)                                                    \
+  P(cuGraphUpload, 11010, 11010)                                                                   \
+  P(cuGraphLaunch, 10000, 10000)
 
 // Every entry point the runtime uses. A lookup the driver answers "not found" leaves its pointer
 // null; calling through call() then yields CUDA_ERROR_NOT_FOUND instead of a jump to 0.
