@@ -175,6 +175,17 @@ void encode(wire::Writer& w, const Stats& m) {
     for (auto v : k.grid) w.u32(v);
     for (auto v : k.block) w.u32(v);
   }
+  if (m.graph_kernels.empty() && m.graph_replays == 0 && m.graph_nodes_patched == 0) return;
+  w.u32(uint32_t(m.graph_kernels.size()));
+  for (const auto& g : m.graph_kernels) {
+    w.u64(g.id);
+    w.u64(g.graph_launches);
+    w.u32(g.graphs);
+    w.u32(g.nodes);
+    w.u32(g.nodes_serving);
+  }
+  w.u64(m.graph_replays);
+  w.u64(m.graph_nodes_patched);
 }
 
 bool decode(wire::Reader& r, Stats& m) {
@@ -193,6 +204,22 @@ bool decode(wire::Reader& r, Stats& m) {
     if (!r.ok()) break;
     if (k.sampled > k.launches) r.fail("more sampled launches than launches");
     if (k.variant_launches > k.launches) r.fail("more variant launches than launches");
+  }
+  if (r.ok() && r.remaining() > 0) {
+    uint32_t g = r.count(1u << 16, 8 + 8 + 4 * 3);
+    m.graph_kernels.resize(g);
+    for (auto& k : m.graph_kernels) {
+      k.id = r.u64();
+      k.graph_launches = r.u64();
+      k.graphs = r.u32();
+      k.nodes = r.u32();
+      k.nodes_serving = r.u32();
+      if (!r.ok()) break;
+      if (k.nodes_serving > k.nodes) r.fail("more graph nodes serving a variant than nodes");
+      if (k.graphs > k.nodes) r.fail("more graphs than graph nodes");
+    }
+    m.graph_replays = r.u64();
+    m.graph_nodes_patched = r.u64();
   }
   return r.ok();
 }

@@ -139,9 +139,23 @@ struct KernelStats {
   std::array<uint32_t, 3> block{};
 };
 
+// A kernel's part in the process's CUDA graphs (its launches above include the replays).
+struct GraphKernelStats {
+  uint64_t id = 0;
+  uint64_t graph_launches = 0; // cumulative: launches of it that were graph replays
+  uint32_t graphs = 0;         // executable graphs holding it now
+  uint32_t nodes = 0;          // kernel nodes running it in those graphs
+  uint32_t nodes_serving = 0;  // of those, pointed at a variant now
+};
+
 struct Stats {
   uint64_t uptime_ns = 0;     // since the shim initialised
   std::vector<KernelStats> kernels; // only kernels launched since the last report
+  // Appended after the kernels, only when the process has replayed graphs: a daemon that
+  // predates them ignores the fields.
+  std::vector<GraphKernelStats> graph_kernels; // only kernels whose graph part changed
+  uint64_t graph_replays = 0;       // cumulative cuGraphLaunch calls of observed graphs
+  uint64_t graph_nodes_patched = 0; // kernel nodes pointed at a variant now
 };
 
 struct ImageRequest {

@@ -55,6 +55,13 @@ json kernel_json(const KernelInfo& k) {
               {"sampled", k.sampled},
               {"processes", k.processes.size()},
               {"variant_launches", k.variant_launches},
+              {"runs_as", k.graph_launches == 0          ? "launch"
+                          : k.graph_launches >= r.launches ? "graph"
+                                                           : "launch+graph"},
+              {"graph_launches", k.graph_launches},
+              {"graphs", k.graphs},
+              {"graph_nodes", k.graph_nodes},
+              {"graph_nodes_serving", k.graph_nodes_serving},
               {"fallbacks", k.fallbacks},
               {"grid", k.grid},
               {"block", k.block},
@@ -62,6 +69,7 @@ json kernel_json(const KernelInfo& k) {
               {"last_seen", r.last_seen},
               {"tried", r.tried},
               {"ptx", k.ptx},
+              {"capture_refused", k.capture_refused},
               {"skipped", k.skipped}};
 }
 
@@ -387,6 +395,9 @@ json Daemon::status_json(size_t top, size_t max_processes) const {
               {"processes", std::move(procs)},
               {"processes_total", m_registry.processes().size()},
               {"kernels_total", m_registry.kernels().size()},
+              {"graphs",
+               {{"replays", m_registry.graph_replays_total()},
+                {"nodes_serving_variants", m_registry.graph_nodes_patched()}}},
               {"kernels", std::move(kernels)},
               {"jobs", m_optimizer ? m_optimizer->jobs_json() : json::array()},
               {"workers", m_optimizer ? m_optimizer->workers_json() : json::object()},
@@ -426,6 +437,12 @@ std::string Daemon::metrics_text() const {
   metric("hone_kernel_launches_total", "counter",
          "Kernel launches reported by attached processes since honed started.",
          double(m_registry.launches_total()));
+  metric("hone_graph_replays_total", "counter",
+         "CUDA graph launches (cuGraphLaunch) of observed graphs since honed started.",
+         double(m_registry.graph_replays_total()));
+  metric("hone_graph_nodes_patched", "gauge",
+         "Kernel nodes of executable graphs pointed at a verified variant now.",
+         double(m_registry.graph_nodes_patched()));
   metric("hone_connections_accepted_total", "counter", "Connections accepted.",
          double(m_counters.connections_accepted));
   out += "# HELP hone_connections_refused_total Connections refused, by reason.\n"

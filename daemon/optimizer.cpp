@@ -610,8 +610,10 @@ void Optimizer::on_capture(uint64_t conn, const Capture& msg, UniqueFd fd) {
   Work& w = m_work[msg.key];
   if (msg.status != CaptureStatus::ok || !fd) {
     spdlog::info("capture of {} refused by the process: {}", msg.key.entry, msg.reason);
+    if (KernelInfo* k = m_registry.kernel(msg.key)) k->capture_refused = msg.reason;
     return;
   }
+  if (KernelInfo* k = m_registry.kernel(msg.key)) k->capture_refused.clear();
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || uint64_t(st.st_size) < msg.data_bytes) {
     spdlog::warn("a capture from connection {} is shorter than it says; dropped", conn);

@@ -48,7 +48,12 @@ void Registry::detach(uint64_t connection) {
   auto it = m_processes.find(connection);
   if (it == m_processes.end()) return;
   for (auto& [id, seen] : it->second.kernels) {
-    if (auto* k = kernel(seen.key)) k->processes.erase(connection);
+    if (auto* k = kernel(seen.key)) {
+      k->processes.erase(connection);
+      k->graphs -= std::min<uint64_t>(k->graphs, seen.graph.graphs);
+      k->graph_nodes -= std::min<uint64_t>(k->graph_nodes, seen.graph.nodes);
+      k->graph_nodes_serving -= std::min<uint64_t>(k->graph_nodes_serving, seen.graph.nodes_serving);
+    }
   }
   m_processes.erase(it);
 }
@@ -146,7 +151,42 @@ bool Registry::stats(uint64_t connection, const proto::Stats& msg, std::string* 
     if (d_launches) k->dirty = true;
     m_launches_total += d_launches;
   }
+  for (const auto& g : msg.graph_kernels) {
+    auto sit = p.kernels.find(g.id);
+    if (sit == p.kernels.end()) {
+      *why = "graph stats for kernel id " + std::to_string(g.id) + ", which was never announced";
+      return false;
+    }
+    ProcessInfo::Seen& seen = sit->second;
+    if (g.graph_launches < seen.graph.graph_launches || g.graph_launches > seen.launches) {
+      *why = "graph launches of kernel id " + std::to_string(g.id) +
+             " went backwards or exceed its launches";
+      return false;
+    }
+    if (KernelInfo* k = kernel(seen.key)) {
+      k->graph_launches += g.graph_launches - seen.graph.graph_launches;
+      k->graphs = k->graphs - std::min<uint64_t>(k->graphs, seen.graph.graphs) + g.graphs;
+      k->graph_nodes = k->graph_nodes - std::min<uint64_t>(k->graph_nodes, seen.graph.nodes) + g.nodes;
+      k->graph_nodes_serving =
+          k->graph_nodes_serving - std::min<uint64_t>(k->graph_nodes_serving, seen.graph.nodes_serving) +
+          g.nodes_serving;
+    }
+    seen.graph = g;
+  }
+  if (msg.graph_replays < p.graph_replays) {
+    *why = "the graph replay counter went backwards";
+    return false;
+  }
+  m_graph_replays_total += msg.graph_replays - p.graph_replays;
+  p.graph_replays = msg.graph_replays;
+  p.graph_nodes_patched = msg.graph_nodes_patched;
   return true;
+}
+
+uint64_t Registry::graph_nodes_patched() const {
+  uint64_t n = 0;
+  for (const auto& [c, p] : m_processes) n += p.graph_nodes_patched;
+  return n;
 }
 
 std::vector<const KernelInfo*> Registry::ranked() const {

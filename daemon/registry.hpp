@@ -32,8 +32,11 @@ struct ProcessInfo {
     uint64_t sampled_ns = 0;
     uint64_t variant_launches = 0;
     uint64_t fallbacks = 0;
+    proto::GraphKernelStats graph; // its part in the process's CUDA graphs, as last reported
   };
   std::unordered_map<uint64_t, Seen> kernels; // by the shim's kernel id
+  uint64_t graph_replays = 0;       // cumulative, as last reported
+  uint64_t graph_nodes_patched = 0; // now
 };
 
 struct KernelInfo {
@@ -45,10 +48,20 @@ struct KernelInfo {
   uint64_t variant_launches = 0;       // launches served by a variant (this daemon run)
   uint64_t fallbacks = 0;              // variant launches that fell back to the original
   std::set<uint64_t> processes;        // connections running it now
+  // CUDA graphs: launches of it that were replays (this daemon run), and over the processes
+  // attached now, the executable graphs holding it, their kernel nodes running it, and of those
+  // the nodes pointed at a variant.
+  uint64_t graph_launches = 0;
+  uint64_t graphs = 0;
+  uint64_t graph_nodes = 0;
+  uint64_t graph_nodes_serving = 0;
   // What the strategies have to work on, once the image is in: "PTX (compute_90 entry of the
   // fatbin)", or "none: <why>" (SASS only); and why each strategy that tried did not apply.
   std::string ptx;
   std::map<std::string, std::string> skipped;
+  // Why the last capture of its shadow inputs was refused by the process (a graph the shim
+  // observes only, buffers over the cap, ...); empty once one succeeds.
+  std::string capture_refused;
   bool dirty = false;                  // to be written to the store
 
   // Mean device time of one launch, from samples; 0 when none.
@@ -81,12 +94,16 @@ public:
   Result<void> flush();
 
   uint64_t launches_total() const { return m_launches_total; }
+  // Graph replays seen (this daemon run), and kernel nodes serving variants now.
+  uint64_t graph_replays_total() const { return m_graph_replays_total; }
+  uint64_t graph_nodes_patched() const;
 
 private:
   store::Store* m_store;
   std::map<uint64_t, ProcessInfo> m_processes;
   std::unordered_map<KernelKey, KernelInfo> m_kernels;
   uint64_t m_launches_total = 0;
+  uint64_t m_graph_replays_total = 0;
 };
 
 } // namespace hone::daemon

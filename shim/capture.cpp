@@ -59,12 +59,6 @@ std::vector<CaptureReady>* g_refused = new std::vector<CaptureReady>();
 std::vector<Spent>* g_spent = new std::vector<Spent>(); // for capture_release()
 // Launches being captured right now (claimed, not yet pending or refused).
 std::atomic<uint32_t> g_capturing{0};
-struct Capturing {
-  Capturing() { g_capturing.fetch_add(1, std::memory_order_relaxed); }
-  ~Capturing() { g_capturing.fetch_sub(1, std::memory_order_release); }
-  Capturing(const Capturing&) = delete;
-  Capturing& operator=(const Capturing&) = delete;
-};
 
 bool claim(KernelRecord* r) {
   uint32_t p = r->capture_pending.load(std::memory_order_relaxed);
@@ -100,44 +94,43 @@ void refuse(KernelRecord* r, uint64_t request, CaptureStatus status, std::string
 
 } // namespace
 
-int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
-                   const std::function<int()>& launch) {
-  if (!claim(r)) return launch();
-  Capturing capturing_now; // until this capture is pending or refused
-  uint64_t request, max_bytes;
-  bool outputs;
-  {
-    std::lock_guard lock(r->capture_mutex);
-    request = r->capture_request;
-    max_bytes = r->capture_max_bytes;
-    outputs = r->capture_outputs;
-  }
+CaptureInFlight::CaptureInFlight() { g_capturing.fetch_add(1, std::memory_order_relaxed); }
+CaptureInFlight::~CaptureInFlight() { g_capturing.fetch_sub(1, std::memory_order_release); }
+
+bool capture_claim(KernelRecord* r, CaptureRequestInfo* out) {
+  if (!claim(r)) return false;
+  std::lock_guard lock(r->capture_mutex);
+  out->request = r->capture_request;
+  out->max_bytes = r->capture_max_bytes;
+  out->outputs = r->capture_outputs;
+  return true;
+}
+
+void capture_refuse(KernelRecord* r, uint64_t request, CaptureStatus status, std::string reason) {
+  refuse(r, request, status, std::move(reason));
+}
+
+bool capture_plan(KernelRecord* r, void* function, const LaunchArgs& a,
+                  const CaptureRequestInfo& req, CapturePlan& plan) {
   auto param_info = real_as<GetParamInfo>(Fn::cuFuncGetParamInfo);
   auto range = real_as<GetRange>(Fn::cuMemGetAddressRange_v2);
   auto alloc_host = real_as<AllocHost>(Fn::cuMemAllocHost_v2);
   auto free_host = real_as<FreeHost>(Fn::cuMemFreeHost);
-  auto copy =
-      real_as<CopyAsync>(a.per_thread ? Fn::cuMemcpyDtoHAsync_v2_ptsz : Fn::cuMemcpyDtoHAsync_v2);
   auto event_create = real_as<EventCreate>(Fn::cuEventCreate);
   auto record = real_as<EventRecord>(a.per_thread ? Fn::cuEventRecord_ptsz : Fn::cuEventRecord);
-  auto capturing =
-      real_as<IsCapturing>(a.per_thread ? Fn::cuStreamIsCapturing_ptsz : Fn::cuStreamIsCapturing);
   auto get_current = real_as<GetCurrent>(Fn::cuCtxGetCurrent);
-  if (!param_info || !range || !alloc_host || !free_host || !copy || !event_create || !record ||
-      !capturing || !get_current) {
-    refuse(r, request, CaptureStatus::failed, "the driver lacks a function capture needs");
-    return launch();
+  if (!param_info || !range || !alloc_host || !free_host || !event_create || !record ||
+      !get_current) {
+    refuse(r, req.request, CaptureStatus::failed, "the driver lacks a function capture needs");
+    return false;
   }
-  int graph = 0;
-  if (capturing(a.stream, &graph) != k_success || graph != 0) {
-    refuse(r, request, CaptureStatus::unsupported,
-           "the launch is being captured into a CUDA graph");
-    return launch();
-  }
+  plan = CapturePlan{};
+  plan.outputs = req.outputs;
+  plan.request = req.request;
 
   // The parameter buffer as the driver lays it out.
-  Capture c;
-  c.request = request;
+  Capture& c = plan.capture;
+  c.request = req.request;
   c.kernel = r->id;
   c.key = r->key;
   for (int i = 0; i < 3; ++i) {
@@ -162,9 +155,9 @@ int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
     const uint8_t* buf;
     size_t size;
     if (!extra_buffer(a.extra, &buf, &size) || size < total_params) {
-      refuse(r, request, CaptureStatus::failed,
+      refuse(r, req.request, CaptureStatus::failed,
              "parameters passed in a form capture does not read");
-      return launch();
+      return false;
     }
     std::memcpy(c.param_bytes.data(), buf, total_params);
   }
@@ -183,7 +176,6 @@ int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
     }
   }
   c.pointers_from_analysis = r->pointers_known;
-  std::map<uint64_t, size_t> allocations; // base -> size
   for (const auto& f : fields) {
     if (f.param >= c.params.size() || f.field + 8 > c.params[f.param].size) continue;
     uint64_t v;
@@ -192,7 +184,7 @@ int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
     uint64_t base = 0;
     size_t size = 0;
     if (range(&base, &size, v) != k_success) continue; // not device memory
-    allocations[base] = size;
+    plan.allocations[base] = size;
     CaptureBuffer b;
     b.param = f.param;
     b.field = f.field;
@@ -201,53 +193,54 @@ int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
     b.size = size;
     c.buffers.push_back(b);
   }
-  uint64_t before_bytes = 0;
-  std::map<uint64_t, uint64_t> offset_of; // base -> offset in the data
-  for (const auto& [base, size] : allocations) {
-    offset_of[base] = before_bytes;
-    before_bytes += size;
+  plan.before_bytes = 0;
+  for (const auto& [base, size] : plan.allocations) {
+    plan.offset_of[base] = plan.before_bytes;
+    plan.before_bytes += size;
   }
-  uint64_t total = before_bytes * (outputs ? 2 : 1);
-  if (total > max_bytes) {
-    refuse(r, request, CaptureStatus::too_large,
+  uint64_t total = plan.before_bytes * (req.outputs ? 2 : 1);
+  if (total > req.max_bytes) {
+    refuse(r, req.request, CaptureStatus::too_large,
            "the launch's buffers take " + std::to_string(total) +
-               " bytes, over the capture cap of " + std::to_string(max_bytes));
-    return launch();
+               " bytes, over the capture cap of " + std::to_string(req.max_bytes));
+    return false;
   }
   for (auto& b : c.buffers) {
-    b.before = offset_of[b.base];
-    if (outputs) b.after = before_bytes + offset_of[b.base];
+    b.before = plan.offset_of[b.base];
+    if (req.outputs) b.after = plan.before_bytes + plan.offset_of[b.base];
   }
   c.data_bytes = total;
+  if (total && alloc_host(&plan.host, total) != k_success) {
+    plan.host = nullptr;
+    refuse(r, req.request, CaptureStatus::failed, "no pinned host memory for the capture");
+    return false;
+  }
+  return true;
+}
 
-  void* host = nullptr;
-  if (total && alloc_host(&host, total) != k_success) {
-    refuse(r, request, CaptureStatus::failed, "no pinned host memory for the capture");
-    return launch();
+void capture_abandon(KernelRecord* r, CapturePlan& plan, std::string reason) {
+  if (plan.host) {
+    if (auto free_host = real_as<FreeHost>(Fn::cuMemFreeHost)) free_host(plan.host);
   }
-  bool copied = true;
-  for (const auto& [base, size] : allocations) {
-    copied = copied &&
-             copy(static_cast<char*>(host) + offset_of[base], base, size, a.stream) == k_success;
-  }
-  int res = launch();
-  if (outputs && res == k_success) {
-    for (const auto& [base, size] : allocations) {
-      copied = copied && copy(static_cast<char*>(host) + before_bytes + offset_of[base], base, size,
-                              a.stream) == k_success;
-    }
-  }
+  plan.host = nullptr;
+  refuse(r, plan.request, CaptureStatus::failed, std::move(reason));
+}
+
+void capture_finish(KernelRecord* r, CapturePlan& plan, void* stream, bool per_thread, bool copied,
+                    int res) {
+  auto event_create = real_as<EventCreate>(Fn::cuEventCreate);
+  auto record = real_as<EventRecord>(per_thread ? Fn::cuEventRecord_ptsz : Fn::cuEventRecord);
+  auto get_current = real_as<GetCurrent>(Fn::cuCtxGetCurrent);
   void* event = nullptr;
   if (!copied || res != k_success || event_create(&event, k_event_disable_timing) != k_success ||
-      record(event, a.stream) != k_success) {
-    if (host) free_host(host);
-    refuse(r, request, CaptureStatus::failed,
-           res != k_success ? "the captured launch failed" : "copying the buffers failed");
-    return res;
+      record(event, stream) != k_success) {
+    capture_abandon(r, plan,
+                    res != k_success ? "the captured launch failed" : "copying the buffers failed");
+    return;
   }
   Pending p;
-  p.capture = std::move(c);
-  p.host = host;
+  p.capture = std::move(plan.capture);
+  p.host = plan.host;
   p.event = event;
   get_current(&p.context);
   {
@@ -255,6 +248,43 @@ int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
     g_pending->push_back(std::move(p));
   }
   reporter().wake();
+}
+
+int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
+                   const std::function<int()>& launch) {
+  CaptureInFlight capturing_now; // until this capture is pending or refused
+  CaptureRequestInfo req;
+  if (!capture_claim(r, &req)) return launch();
+  auto copy =
+      real_as<CopyAsync>(a.per_thread ? Fn::cuMemcpyDtoHAsync_v2_ptsz : Fn::cuMemcpyDtoHAsync_v2);
+  auto capturing =
+      real_as<IsCapturing>(a.per_thread ? Fn::cuStreamIsCapturing_ptsz : Fn::cuStreamIsCapturing);
+  if (!copy || !capturing) {
+    refuse(r, req.request, CaptureStatus::failed, "the driver lacks a function capture needs");
+    return launch();
+  }
+  int graph = 0;
+  if (capturing(a.stream, &graph) != k_success || graph != 0) {
+    refuse(r, req.request, CaptureStatus::unsupported,
+           "the launch is being captured into a CUDA graph");
+    return launch();
+  }
+  CapturePlan plan;
+  if (!capture_plan(r, function, a, req, plan)) return launch();
+  bool copied = true;
+  for (const auto& [base, size] : plan.allocations) {
+    copied = copied && copy(static_cast<char*>(plan.host) + plan.offset_of[base], base, size,
+                            a.stream) == k_success;
+  }
+  int res = launch();
+  if (plan.outputs && res == k_success) {
+    for (const auto& [base, size] : plan.allocations) {
+      copied = copied && copy(static_cast<char*>(plan.host) + plan.before_bytes +
+                                  plan.offset_of[base],
+                              base, size, a.stream) == k_success;
+    }
+  }
+  capture_finish(r, plan, a.stream, a.per_thread, copied, res);
   return res;
 }
 

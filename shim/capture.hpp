@@ -10,7 +10,10 @@
 #include "shim/launch_args.hpp"
 #include "shim/registry.hpp"
 
+#include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace hone::shim {
@@ -18,6 +21,43 @@ namespace hone::shim {
 // Application thread, when r->capture_pending was set: capture this launch around `launch`.
 int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
                    const std::function<int()>& launch);
+
+// The parts of a capture, shared by a launch's capture (above) and a graph replay's
+// (shim/graph.cpp, which copies through memcpy nodes of an instrumented clone instead).
+struct CaptureRequestInfo {
+  uint64_t request = 0;
+  uint64_t max_bytes = 0;
+  bool outputs = false;
+};
+struct CapturePlan {
+  Capture capture;
+  uint64_t request = 0;
+  bool outputs = false;
+  std::map<uint64_t, size_t> allocations; // base -> size: what is copied
+  std::map<uint64_t, uint64_t> offset_of; // base -> offset in `host` (before; + before_bytes after)
+  uint64_t before_bytes = 0;
+  void* host = nullptr; // pinned
+};
+// Counts a capture being made on this thread until it is pending or refused (captures_pending).
+struct CaptureInFlight {
+  CaptureInFlight();
+  ~CaptureInFlight();
+  CaptureInFlight(const CaptureInFlight&) = delete;
+  CaptureInFlight& operator=(const CaptureInFlight&) = delete;
+};
+// Take one of the launches the daemon asked for; false when none is due.
+bool capture_claim(KernelRecord* r, CaptureRequestInfo* out);
+// The parameter bytes and the buffers of a launch of `function` with `a`, and pinned memory for
+// them. False when refused (already reported).
+bool capture_plan(KernelRecord* r, void* function, const LaunchArgs& a,
+                  const CaptureRequestInfo& req, CapturePlan& plan);
+// The copies were enqueued on `stream` around a launch that returned `res`: queue the capture
+// for the reporter once they complete (or refuse it).
+void capture_finish(KernelRecord* r, CapturePlan& plan, void* stream, bool per_thread, bool copied,
+                    int res);
+// A planned capture that will not be made: free it and report why.
+void capture_abandon(KernelRecord* r, CapturePlan& plan, std::string reason);
+void capture_refuse(KernelRecord* r, uint64_t request, CaptureStatus status, std::string reason);
 
 struct CaptureReady {
   Capture capture;

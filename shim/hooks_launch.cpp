@@ -9,6 +9,8 @@
 // picked for timing or capture) are out of line.
 #include "shim/capture.hpp"
 #include "shim/config.hpp"
+#include "shim/graph.hpp"
+#include "shim/guard_check.hpp"
 #include "shim/cuda_abi.hpp"
 #include "shim/launch_args.hpp"
 #include "shim/log.hpp"
@@ -55,75 +57,6 @@ inline void count(KernelRecord* r, const LaunchArgs& a) {
   if (r->block.load(std::memory_order_relaxed) != block) r->block.store(block, std::memory_order_relaxed);
 }
 
-// Do the launch's pointer fields lie in pairwise distinct allocations? (a no_alias guard: a
-// variant reading through ld.global.nc would miss the launch's writes to an aliased buffer)
-// A null pointer points nowhere and is skipped, and so is a field that may hold data (of a
-// parameter read through its address) whose value is in no allocation; any other pointer the
-// driver cannot place fails the guard. Stack only: Swap::k_max_alias_fields bounds the fields.
-__attribute__((noinline)) bool pointers_distinct(const Swap& s, const LaunchArgs& a) {
-  using GetRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
-  auto range = real_as<GetRange>(Fn::cuMemGetAddressRange_v2);
-  if (!range || s.alias_fields.size() > Swap::k_max_alias_fields) return false;
-  const uint8_t* buffer = nullptr;
-  size_t size = 0;
-  if (!a.params && !extra_buffer(a.extra, &buffer, &size)) return false;
-  CUdeviceptr bases[Swap::k_max_alias_fields];
-  size_t n = 0;
-  for (const PointerField& f : s.alias_fields) {
-    CUdeviceptr pointer;
-    if (a.params) {
-      if (!a.params[f.param]) return false;
-      std::memcpy(&pointer, static_cast<const uint8_t*>(a.params[f.param]) + f.field,
-                  sizeof pointer);
-    } else {
-      if (f.offset + sizeof pointer > size) return false;
-      std::memcpy(&pointer, buffer + f.offset, sizeof pointer);
-    }
-    if (!pointer) continue;
-    CUdeviceptr base = 0;
-    size_t bytes = 0;
-    if (range(&base, &bytes, pointer) != CUDA_SUCCESS) {
-      if (f.certain) return false;
-      continue;
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (bases[i] == base) return false;
-    }
-    bases[n++] = base;
-  }
-  return true;
-}
-
-// Does this launch pass the variant's guard? (DESIGN.md, "Hot swap")
-inline bool guard_passes(const Swap& s, const LaunchArgs& a) {
-  for (int i = 0; i < 3; ++i) {
-    if (s.guard.block[size_t(i)] && s.guard.block[size_t(i)] != a.block[i]) return false;
-  }
-  if (!s.guard.scalars.empty()) {
-    const uint8_t* buffer = nullptr;
-    size_t size = 0;
-    if (!a.params && !extra_buffer(a.extra, &buffer, &size)) return false;
-    for (const auto& sc : s.guard.scalars) {
-      const void* p;
-      if (a.params) {
-        p = a.params[sc.param];
-      } else {
-        if (sc.offset + sc.bytes.size() > size) return false;
-        p = buffer + sc.offset;
-      }
-      if (!p || std::memcmp(p, sc.bytes.data(), sc.bytes.size()) != 0) return false;
-    }
-  }
-  if (s.kernel_handle) {
-    // a CUkernel launches in the current context; the variant was loaded for one context
-    CUcontext ctx = nullptr;
-    auto get = real_as<CUresult (*)(CUcontext*)>(Fn::cuCtxGetCurrent);
-    if (!get || get(&ctx) != CUDA_SUCCESS || ctx != s.context) return false;
-  }
-  // last: the one check that costs driver calls
-  return !s.guard.no_alias || pointers_distinct(s, a);
-}
-
 template <class Call> CUresult run(KernelRecord* r, CUfunction f, const LaunchArgs& a, Call&& call) {
   uint64_t due = sample_due(r);
   if (__builtin_expect(due == 0, 1)) return call(f);
@@ -160,6 +93,23 @@ __attribute__((noinline)) CUresult captured(KernelRecord* r, CUfunction f, const
   return CUresult(capture_launch(r, f, a, [&] { return int(call(f)); }));
 }
 
+// A launch into a stream being captured into a graph runs nothing now: it is not counted, timed
+// or captured (the replays of the graph are). It is recorded as the variant serving the kernel
+// when the guard passes, so the graph made from the capture starts out served; the shim keeps
+// the variant's origin so the node reads, and is restored, as the application's.
+template <class Call>
+__attribute__((noinline)) CUresult recorded(const Swap* s, CUfunction f, const LaunchArgs& a,
+                                            Call&& call) {
+  if (s && guard_passes(*s, a)) {
+    CUresult res = call(static_cast<CUfunction>(s->function));
+    if (res == CUDA_SUCCESS) {
+      note_captured_variant(s->function, f);
+      return res;
+    }
+  }
+  return call(f);
+}
+
 template <class Call> inline CUresult launch(CUfunction f, const LaunchArgs& a, Call&& call) {
   if (!enabled()) return call(f);
   const FunctionTable::Slot* slot = registry().functions.find_slot(f);
@@ -168,6 +118,10 @@ template <class Call> inline CUresult launch(CUfunction f, const LaunchArgs& a, 
   if (__builtin_expect(!r, 0)) return call(f);
   CUresult res;
   const Swap* s = slot->swap.load(std::memory_order_acquire);
+  if (__builtin_expect(g_stream_captures.load(std::memory_order_relaxed) != 0, 0) &&
+      stream_capturing(a.stream, a.per_thread)) {
+    return recorded(s, f, a, call);
+  }
   if (__builtin_expect(r->capture_pending.load(std::memory_order_relaxed) != 0, 0)) {
     res = captured(r, f, a, call); // captures always run (and measure) the original
   } else if (s) {

@@ -4,6 +4,7 @@
 #include "shim/registry.hpp"
 #include "shim/reporter.hpp"
 #include "shim/capture.hpp"
+#include "shim/graph.hpp"
 #include "shim/sampler.hpp"
 #include "shim/swap.hpp"
 #include "shim/shim.hpp"
@@ -32,6 +33,7 @@ void child_after_fork() {
   registry().reset_after_fork();
   sample_reset_after_fork();
   capture_reset_after_fork();
+  graph_reset_after_fork();
   swap_reset_after_fork();
   registry().mutex().unlock();
 }

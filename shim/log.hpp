@@ -14,7 +14,8 @@ void log(Level level, const char* fmt, ...) __attribute__((format(printf, 2, 3))
 // Failure kinds logged once per process: the first occurrence is logged, the rest counted.
 enum class Once : uint8_t {
   connect, handshake, garbage, stalled, disconnected, unknown_variant, table_full, image_cache,
-  no_driver, variant_failed, count
+  no_driver, variant_failed, graph_restore_failed, graph_patch_failed, graph_table_full,
+  count
 };
 bool first_time(Once what);
 

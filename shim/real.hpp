@@ -17,7 +17,18 @@ namespace hone::shim {
   X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuLibraryGetModule) X(cuKernelGetFunction)            \
   X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz)            \
   X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz) X(cuGetProcAddress)               \
-  X(cuGetProcAddress_v2)
+  X(cuGetProcAddress_v2) X(cuStreamBeginCapture) X(cuStreamBeginCapture_ptsz)                      \
+  X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz) X(cuStreamBeginCaptureToGraph)        \
+  X(cuStreamBeginCaptureToGraph_ptsz) X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)             \
+  X(cuGraphInstantiate) X(cuGraphInstantiate_v2) X(cuGraphInstantiateWithFlags)                    \
+  X(cuGraphInstantiateWithParams) X(cuGraphInstantiateWithParams_ptsz) X(cuGraphLaunch)            \
+  X(cuGraphLaunch_ptsz) X(cuGraphExecDestroy) X(cuGraphExecKernelNodeSetParams)                    \
+  X(cuGraphExecKernelNodeSetParams_v2) X(cuGraphExecNodeSetParams) X(cuGraphExecUpdate)            \
+  X(cuGraphExecUpdate_v2) X(cuGraphExecMemcpyNodeSetParams) X(cuGraphExecMemsetNodeSetParams)      \
+  X(cuGraphExecHostNodeSetParams) X(cuGraphExecEventRecordNodeSetEvent)                            \
+  X(cuGraphExecEventWaitNodeSetEvent) X(cuGraphExecChildGraphNodeSetParams)                        \
+  X(cuGraphNodeSetEnabled) X(cuGraphDestroy) X(cuGraphDestroyNode) X(cuGraphKernelNodeGetParams)   \
+  X(cuGraphKernelNodeGetParams_v2)
 
 #define HONE_SHIM_NVRTC_HOOKS(X)                                                                   \
   X(nvrtcCreateProgram) X(nvrtcCompileProgram) X(nvrtcGetPTX) X(nvrtcGetCUBIN)                     \
@@ -30,7 +41,10 @@ namespace hone::shim {
   X(cuEventDestroy_v2) X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz) X(cuDriverGetVersion)    \
   X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuInit) X(cuFuncGetParamInfo)    \
   X(cuMemGetAddressRange_v2) X(cuMemAllocHost_v2) X(cuMemFreeHost) X(cuMemcpyDtoHAsync_v2)        \
-  X(cuMemcpyDtoHAsync_v2_ptsz) X(cuGetErrorString)
+  X(cuMemcpyDtoHAsync_v2_ptsz) X(cuGetErrorString) X(cuKernelGetParamInfo) X(cuGraphGetNodes)       \
+  X(cuGraphNodeGetType) X(cuGraphChildGraphNodeGetGraph) X(cuGraphClone) X(cuGraphNodeFindInClone) \
+  X(cuGraphKernelNodeSetParams_v2) X(cuGraphNodeGetDependencies) X(cuGraphNodeGetDependentNodes)   \
+  X(cuGraphAddMemcpyNode) X(cuGraphAddDependencies) X(cuThreadExchangeStreamCaptureMode)
 
 #define HONE_SHIM_NVRTC_USES(X) X(nvrtcGetPTXSize) X(nvrtcGetCUBINSize)
 

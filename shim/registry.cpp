@@ -1,5 +1,7 @@
 #include "shim/registry.hpp"
 
+#include "shim/graph.hpp"
+
 #include "cuda/fatbin.hpp"
 #include "shim/config.hpp"
 #include "shim/log.hpp"
@@ -32,6 +34,8 @@ bool FunctionTable::put(const void* handle, KernelRecord* record) {
 void FunctionTable::set_swap(const void* handle, Swap* swap) {
   const Slot* s = find_slot(handle);
   if (s) const_cast<Slot*>(s)->swap.store(swap, std::memory_order_release);
+  // Executable graphs whose nodes may run this handle are reconciled before their next replay.
+  g_swap_generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
 struct Registry::State {
@@ -247,6 +251,9 @@ void Registry::reset_after_fork() {
     r->sampled.store(0, std::memory_order_relaxed);
     r->sampled_ns.store(0, std::memory_order_relaxed);
     r->variant_launches.store(0, std::memory_order_relaxed);
+    r->graph_launches.store(0, std::memory_order_relaxed);
+    r->reported_graph_launches = 0;
+    r->reported_graph = GraphReport{};
     r->fallbacks.store(0, std::memory_order_relaxed);
     r->capture_pending.store(0, std::memory_order_relaxed);
     r->reported_variant_launches = 0;

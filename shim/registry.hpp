@@ -29,6 +29,12 @@ struct PointerField {
   bool certain = true;
 };
 
+// What a report last said of a kernel's graphs (reporter thread).
+struct GraphReport {
+  uint32_t graphs = 0, nodes = 0, nodes_serving = 0;
+  bool operator==(const GraphReport&) const = default;
+};
+
 // One kernel (KernelKey) in this process, however many contexts or handles it has.
 struct KernelRecord {
   uint64_t id = 0;
@@ -45,6 +51,7 @@ struct KernelRecord {
   std::atomic<uint32_t> grid_z{0};
   std::atomic<uint64_t> block{0}; // x | y << 16 | z << 32
 
+  std::atomic<uint64_t> graph_launches{0};   // of launches, those replayed in CUDA graphs
   std::atomic<uint64_t> variant_launches{0}; // served by an installed variant
   std::atomic<uint64_t> fallbacks{0};        // variant launches that failed over to the original
 
@@ -65,6 +72,8 @@ struct KernelRecord {
   uint64_t reported_launches = 0;
   uint64_t reported_sampled = 0;
   uint64_t reported_variant_launches = 0;
+  uint64_t reported_graph_launches = 0;
+  GraphReport reported_graph;
 };
 
 // A variant serving one function handle (DESIGN.md, "Hot swap"): its function in the handle's

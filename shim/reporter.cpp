@@ -3,6 +3,7 @@
 #include "common/protocol.hpp"
 #include "common/version.hpp"
 #include "shim/capture.hpp"
+#include "shim/graph.hpp"
 #include "shim/config.hpp"
 #include "shim/log.hpp"
 #include "shim/real.hpp"
@@ -203,11 +204,26 @@ void Reporter::Impl::signal_final_done() {
   final_cv.notify_all();
 }
 
+// This thread's driver calls (event queries, freeing pinned memory, loading variants) must never
+// fail, or invalidate, a stream capture the application runs on another thread in the global
+// mode (PyTorch's default): in the relaxed mode, this thread is not prohibited from them. Set
+// once the driver is initialized (before, the call fails and is tried again next loop).
+static void relax_capture_mode() {
+  static thread_local bool relaxed = false;
+  if (relaxed) return;
+  using Exchange = CUresult (*)(CUstreamCaptureMode*);
+  auto exchange = real_as<Exchange>(Fn::cuThreadExchangeStreamCaptureMode);
+  if (!exchange) return;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  relaxed = exchange(&mode) == CUDA_SUCCESS;
+}
+
 void Reporter::Impl::run() {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr); // the application's signals are not ours
   while (true) {
+    relax_capture_mode();
     uint64_t now = now_ms();
     bool final_now = final_requested.load();
     if (finished) {
@@ -223,6 +239,7 @@ void Reporter::Impl::run() {
     }
     if (fd >= 0 && !handshake && (now >= next_report || (final_now && !reported_final))) {
       sample_collect();
+      graph_fold();
       report();
       next_report = now + interval;
       if (final_now) {
@@ -543,6 +560,7 @@ bool Reporter::Impl::handle(const proto::FrameHeader& h, std::string_view payloa
       rec->capture_outputs = req.with_outputs;
     }
     rec->capture_pending.store(req.launches, std::memory_order_release);
+    graph_capture_requested();
     return true;
   }
   case proto::MsgType::install_variant: {
@@ -681,6 +699,17 @@ void Reporter::Impl::report() {
   auto records = registry().records();
   proto::Stats st;
   st.uptime_ns = now_ns() - start_ns;
+  // Graph replays: per kernel, what its graphs hold now, sent when it changed.
+  for (auto& [rec, t] : graph_totals()) {
+    if (!rec->announced) continue;
+    GraphReport now{t.graphs, t.nodes, t.nodes_serving};
+    if (now == rec->reported_graph && t.graph_launches == rec->reported_graph_launches) continue;
+    rec->reported_graph = now;
+    rec->reported_graph_launches = t.graph_launches;
+    st.graph_kernels.push_back({rec->id, t.graph_launches, t.graphs, t.nodes, t.nodes_serving});
+  }
+  st.graph_replays = graph_replays_total();
+  st.graph_nodes_patched = graph_nodes_patched_total();
   for (KernelRecord* rec : records) {
     if (!rec->announced) continue;
     uint64_t launches = rec->launches.load(std::memory_order_relaxed);
@@ -706,7 +735,9 @@ void Reporter::Impl::report() {
     rec->reported_launches = launches;
     rec->reported_sampled = sampled;
   }
-  if (!st.kernels.empty()) queue(proto::frame_of(proto::MsgType::stats, ++seq, st));
+  if (!st.kernels.empty() || !st.graph_kernels.empty()) {
+    queue(proto::frame_of(proto::MsgType::stats, ++seq, st));
+  }
 }
 
 } // namespace hone::shim

@@ -31,7 +31,8 @@ struct Pair {
   CUev start = nullptr;
   CUev end = nullptr;
   std::atomic<int> state{k_free};
-  KernelRecord* record = nullptr;
+  std::atomic<uint64_t>* sampled = nullptr; // where the measurement goes
+  std::atomic<uint64_t>* sampled_ns = nullptr;
 };
 
 struct Pool {
@@ -62,8 +63,8 @@ bool reap(Pair& p) {
   }
   float ms = 0;
   if (q == k_success && elapsed && elapsed(&ms, p.start, p.end) == k_success && ms >= 0) {
-    p.record->sampled.fetch_add(1, std::memory_order_relaxed);
-    p.record->sampled_ns.fetch_add(uint64_t(double(ms) * 1e6), std::memory_order_relaxed);
+    p.sampled->fetch_add(1, std::memory_order_relaxed);
+    p.sampled_ns->fetch_add(uint64_t(double(ms) * 1e6), std::memory_order_relaxed);
   }
   g_in_flight.fetch_sub(1, std::memory_order_relaxed);
   p.state.store(k_free, std::memory_order_release);
@@ -141,6 +142,12 @@ bool sample_begin(void* stream, bool per_thread, SampleSlot* out) {
 
 void sample_end(const SampleSlot& slot, void* stream, bool per_thread, KernelRecord* rec,
                 bool launched) {
+  sample_end_into(slot, stream, per_thread, &rec->sampled, &rec->sampled_ns, launched);
+}
+
+void sample_end_into(const SampleSlot& slot, void* stream, bool per_thread,
+                     std::atomic<uint64_t>* sampled, std::atomic<uint64_t>* sampled_ns,
+                     bool launched) {
   auto* pool = static_cast<Pool*>(slot.pool);
   Pair& p = pool->pairs[slot.pair];
   auto record = real_as<EventRecord>(per_thread ? Fn::cuEventRecord_ptsz : Fn::cuEventRecord);
@@ -148,7 +155,8 @@ void sample_end(const SampleSlot& slot, void* stream, bool per_thread, KernelRec
     p.state.store(k_free, std::memory_order_release);
     return;
   }
-  p.record = rec;
+  p.sampled = sampled;
+  p.sampled_ns = sampled_ns;
   g_in_flight.fetch_add(1, std::memory_order_relaxed);
   p.state.store(k_in_flight, std::memory_order_release);
 }

@@ -5,6 +5,7 @@
 
 #include "shim/registry.hpp"
 
+#include <atomic>
 #include <cstdint>
 
 namespace hone::shim {
@@ -19,6 +20,11 @@ struct SampleSlot {
 bool sample_begin(void* stream, bool per_thread, SampleSlot* slot);
 void sample_end(const SampleSlot& slot, void* stream, bool per_thread, KernelRecord* record,
                 bool launched);
+// The same for a measurement that goes elsewhere (a graph replay's, spread over its kernels
+// later): the counters must outlive the pair.
+void sample_end_into(const SampleSlot& slot, void* stream, bool per_thread,
+                     std::atomic<uint64_t>* sampled, std::atomic<uint64_t>* sampled_ns,
+                     bool launched);
 
 // Application thread, at a module load (a slow path): make the events of the current context now,
 // so the first timed launch in it already has them.

@@ -145,6 +145,18 @@ Result<std::string> resolve_target(Session& s, const std::string& target) {
 
 // --- listings -----------------------------------------------------------------------------------
 
+// How a kernel's launches reach the device: "launch", "graph" (replays of CUDA graphs), or both;
+// with the graphs and kernel nodes holding it now, and how many of those nodes serve a variant.
+std::string runs_as(const json& k) {
+  std::string how = k.contains("runs_as") && k["runs_as"].is_string()
+                        ? k["runs_as"].get<std::string>()
+                        : "launch";
+  uint64_t graphs = num<uint64_t>(k, "graphs");
+  if (graphs == 0) return how;
+  return how + " (" + std::to_string(graphs) + "g/" + std::to_string(num<uint64_t>(k, "graph_nodes")) +
+         "n, " + std::to_string(num<uint64_t>(k, "graph_nodes_serving")) + " served)";
+}
+
 void kernels_table(const json& kernels, std::ostream& out, size_t indent, bool rank) {
   std::vector<Column> cols;
   if (rank) cols.push_back({"#", Align::right});
@@ -155,6 +167,7 @@ void kernels_table(const json& kernels, std::ostream& out, size_t indent, bool r
                            {"MEAN", Align::right},
                            {"STATE", Align::left},
                            {"SERVED", Align::right},
+                           {"RUNS AS", Align::left},
                            {"PROCS", Align::right}});
   Table t(cols);
   size_t i = 0;
@@ -171,7 +184,7 @@ void kernels_table(const json& kernels, std::ostream& out, size_t indent, bool r
                            num<uint64_t>(k, "variant_launches")
                                ? human_count(num<uint64_t>(k, "variant_launches"))
                                : "-",
-                           std::to_string(num<uint64_t>(k, "processes"))});
+                           runs_as(k), std::to_string(num<uint64_t>(k, "processes"))});
     t.row(std::move(row));
   }
   out << t.render(indent);
@@ -260,6 +273,14 @@ int cmd_status(const Options& o) {
       st.contains("processes_total") ? num<uint64_t>(st, "processes_total") : procs.size();
   head.row({"processes", std::to_string(procs_total) + " attached"});
   head.row({"kernels", std::to_string(num<uint64_t>(st, "kernels_total")) + " known"});
+  if (st.contains("graphs") && st["graphs"].is_object()) {
+    const json& g = st["graphs"];
+    if (num<uint64_t>(g, "replays") || num<uint64_t>(g, "nodes_serving_variants")) {
+      head.row({"CUDA graphs", human_count(num<uint64_t>(g, "replays")) + " replays, " +
+                                   std::to_string(num<uint64_t>(g, "nodes_serving_variants")) +
+                                   " kernel node(s) serving variants"});
+    }
+  }
   std::map<std::string, size_t> by_state;
   for (const auto& v : variants) ++by_state[str(v, "state")];
   std::string vs = std::to_string(variants.size());
@@ -381,6 +402,13 @@ void show_kernel(const json& k) {
     served += " (" + human_count(num<uint64_t>(k, "fallbacks")) + " failed over to the original)";
   }
   t.row({"served by a variant", served});
+  if (!str(k, "capture_refused").empty()) {
+    t.row({"shadow inputs", "not captured: " + str(k, "capture_refused")});
+  }
+  if (num<uint64_t>(k, "graph_launches") || num<uint64_t>(k, "graphs")) {
+    t.row({"runs as", runs_as(k) + "; " + human_count(num<uint64_t>(k, "graph_launches")) +
+                          " launches were graph replays"});
+  }
   double mean = num<double>(k, "mean_ns");
   std::string est = human_duration_ns(double(num<uint64_t>(k, "est_gpu_ns")));
   if (mean > 0) {
