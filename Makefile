@@ -68,6 +68,7 @@ bench: build
 	$(BUILD)/bin/hone-bench-ptx-parse
 	$(BUILD)/bin/hone-bench-emu
 	$(BUILD)/bin/hone-bench-shim-launch
+	$(BUILD)/bin/hone-bench-graph-launch
 	$(BUILD)/bin/hone-bench-status
 	$(BUILD)/bin/hone-bench-loop
 	$(BUILD)/bin/hone-bench-strategies

@@ -153,6 +153,95 @@ NOOP_API CUresult cuEventElapsedTime_v2(float* ms, Handle, Handle) {
   if (ms) *ms = 0.001f;
   return k_success;
 }
+// --- graphs: enough to build kernel-node graphs, instantiate and launch them (hone-bench-graph-
+// launch). A launch does nothing; the shim's walk at instantiation reads the nodes back.
+struct KernelNodeParams { // CUDA_KERNEL_NODE_PARAMS_v2's layout
+  Handle func;
+  unsigned grid[3], block[3], shared;
+  void** kernel_params;
+  void** extra;
+  Handle kern;
+  Handle ctx;
+};
+struct NoopNode {
+  KernelNodeParams p{};
+  uint64_t arg = 0; // the one 8-byte parameter of the benchmark's kernel
+  void* arg_ptr = nullptr;
+};
+struct NoopGraph {
+  NoopNode* nodes[1024];
+  size_t count = 0;
+};
+uint64_t g_graph_launches = 0;
+
+NOOP_API uint64_t hone_noop_graph_launches() { return g_graph_launches; }
+
+NOOP_API CUresult cuGraphCreate(Handle* g, unsigned) {
+  if (!g) return k_invalid_value;
+  *g = new NoopGraph;
+  return k_success;
+}
+NOOP_API CUresult cuGraphDestroy(Handle g) {
+  auto* graph = static_cast<NoopGraph*>(g);
+  for (size_t i = 0; graph && i < graph->count; ++i) delete graph->nodes[i];
+  delete graph;
+  return k_success;
+}
+NOOP_API CUresult cuGraphAddKernelNode_v2(Handle* node, Handle g, const Handle*, size_t,
+                                          const KernelNodeParams* p) {
+  auto* graph = static_cast<NoopGraph*>(g);
+  if (!node || !graph || !p || graph->count >= 1024) return k_invalid_value;
+  auto* n = new NoopNode;
+  n->p = *p;
+  if (p->kernel_params && p->kernel_params[0]) std::memcpy(&n->arg, p->kernel_params[0], 8);
+  graph->nodes[graph->count++] = n;
+  *node = n;
+  return k_success;
+}
+NOOP_API CUresult cuGraphGetNodes(Handle g, Handle* nodes, size_t* count) {
+  auto* graph = static_cast<NoopGraph*>(g);
+  if (!graph || !count) return k_invalid_value;
+  if (!nodes) {
+    *count = graph->count;
+    return k_success;
+  }
+  size_t n = *count < graph->count ? *count : graph->count;
+  for (size_t i = 0; i < n; ++i) nodes[i] = graph->nodes[i];
+  *count = n;
+  return k_success;
+}
+NOOP_API CUresult cuGraphNodeGetType(Handle, int* type) {
+  if (type) *type = 0; // CU_GRAPH_NODE_TYPE_KERNEL
+  return k_success;
+}
+NOOP_API CUresult cuGraphKernelNodeGetParams_v2(Handle node, KernelNodeParams* out) {
+  auto* n = static_cast<NoopNode*>(node);
+  if (!n || !out) return k_invalid_value;
+  *out = n->p;
+  n->arg_ptr = &n->arg;
+  out->kernel_params = &n->arg_ptr;
+  out->extra = nullptr;
+  return k_success;
+}
+NOOP_API CUresult cuFuncGetParamInfo(Handle, size_t index, size_t* offset, size_t* size) {
+  if (index != 0) return k_invalid_value;
+  if (offset) *offset = 0;
+  if (size) *size = 8;
+  return k_success;
+}
+NOOP_API CUresult cuGraphInstantiateWithFlags(Handle* exec, Handle g, unsigned long long) {
+  if (!exec || !g) return k_invalid_value;
+  *exec = g; // the graph itself stands for its executable graph
+  return k_success;
+}
+NOOP_API CUresult cuGraphExecDestroy(Handle) { return k_success; }
+NOOP_API CUresult cuGraphLaunch(Handle exec, Handle) {
+  if (!exec) return k_invalid_value;
+  ++g_graph_launches;
+  return k_success;
+}
+NOOP_API CUresult cuGraphLaunch_ptsz(Handle exec, Handle s) { return cuGraphLaunch(exec, s); }
+
 NOOP_API CUresult cuGetErrorName(CUresult, const char** s) {
   if (s) *s = "CUDA_SUCCESS";
   return k_success;

@@ -22,32 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace hone_rt {
-
-template <typename T>
-__global__ void bucket(T* out, const T* keys, unsigned n, unsigned buckets, unsigned rounds) {
-  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  T h = keys[i], slot = 0;
-  for (unsigned r = 0; r < rounds; ++r) {
-    h = h * 2654435761u + r;
-    h ^= h >> 13;
-    slot = (slot + h) % buckets + h / buckets;
-  }
-  out[i] = slot;
-}
-
-unsigned host_bucket(unsigned key, unsigned buckets, unsigned rounds) {
-  unsigned h = key, slot = 0;
-  for (unsigned r = 0; r < rounds; ++r) {
-    h = h * 2654435761u + r;
-    h ^= h >> 13;
-    slot = (slot + h) % buckets + h / buckets;
-  }
-  return slot;
-}
-
-} // namespace hone_rt
+#include "bucket.cuh"
 
 namespace {
 

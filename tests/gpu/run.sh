@@ -16,7 +16,9 @@
 #    NVIDIA's runtime calls that hone's does not, and the other way round.
 # 3. PyTorch, if the machine has it: a small model's forward pass without and with the shim
 #    attached to a honed of the bundle (outputs must be identical), and the kernels hone saw.
-# 4. `make demo`'s script against the real driver: honed validating every built-in strategy's
+# 4. CUDA graphs: the pytorch- and llama.cpp-shaped hone-testapp-graph on the real driver, alone
+#    and under the shim with a honed swapping the kernel inside the graphs (results must hold).
+# 5. `make demo`'s script against the real driver: honed validating every built-in strategy's
 #    candidates on the GPU with device events, and swapping the verified faster ones.
 #
 # Logs go to $OUT (default /tmp/hone-gpu); the end of the output is a short summary. Each part has
@@ -127,6 +129,49 @@ TOML
   sed 's/^/    /' "$out/torch/kernels.txt" | head -30
 else
   echo "  no PyTorch with CUDA on this machine: skipped"
+fi
+
+echo "== CUDA graphs: hone-testapp-graph on the real driver, without and with the shim"
+# The pytorch- and llama.cpp-shaped programs replay the kernel only in graphs; under a honed of
+# the bundle with the optimizer on, the verified variant is pointed into the graphs' nodes. The
+# programs check every replay; the kernel's mean time before and after its swap shows in the
+# replays' event time (honectl show).
+graph_app=$root/build/tests/apps/hone-testapp-graph
+if [ -x "$graph_app" ]; then
+  for mode in pytorch llama; do
+    d=$out/graph-$mode
+    mkdir -p "$d"
+    cat >"$d/hone.toml" <<TOML
+[server]
+socket = "$d/hone.sock"
+report_interval_ms = 250
+[store]
+state_dir = "$d/state"
+[optimizer]
+enabled = true
+hot_min_launches = 50
+TOML
+    timeout 60 "$graph_app" --mode $mode --seconds 10 >"$d/plain.out" 2>&1
+    "$bundle/bin/honed" --config "$d/hone.toml" >"$d/honed.log" 2>&1 &
+    honed=$!
+    for _ in $(seq 50); do [ -S "$d/hone.sock" ] && break; sleep 0.1; done
+    HONE_SOCKET=$d/hone.sock HONE_SAMPLE_EVERY=10 LD_PRELOAD=$shim \
+      timeout 120 "$graph_app" --mode $mode --seconds 60 --odd-every 7 >"$d/shim.out" 2>&1
+    "$bundle/bin/honectl" --socket "$d/hone.sock" show _ZN7hone_rt6bucketIjEEvPT_PKS1_jjj \
+      >"$d/show.txt" 2>&1
+    "$bundle/bin/honectl" --socket "$d/hone.sock" variants >"$d/variants.txt" 2>&1
+    kill $honed 2>/dev/null; wait $honed 2>/dev/null
+    if grep -q "mismatches 0" "$d/plain.out" && grep -q "mismatches 0" "$d/shim.out"; then
+      echo "  $mode: results unchanged ($(tail -1 "$d/shim.out"))"
+    else
+      echo "  $mode: RESULTS DIFFER or the program failed"
+      failures=$((failures + 1))
+    fi
+    sed 's/^/    /' "$d/show.txt" | grep -E 'launches|runs as|served|GPU time|shadow' | head -8
+    sed 's/^/    /' "$d/variants.txt" | head -6
+  done
+else
+  echo "  $graph_app not carried: skipped"
 fi
 
 echo "== demo on the real driver"

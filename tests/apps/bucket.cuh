@@ -1,0 +1,32 @@
+// hone_rt::bucket<T>: the kernel hone-testapp-serve-rt and hone-testapp-graph keep running. It
+// buckets keys as a hash table probes them: `rounds` mixing steps, each reducing the hash modulo
+// `buckets` (a power of two in the tests, so a specialized kernel masks instead of dividing). A
+// template in a namespace, so its name is mangled; host_bucket is the host's answer.
+#pragma once
+
+namespace hone_rt {
+
+template <typename T>
+__global__ void bucket(T* out, const T* keys, unsigned n, unsigned buckets, unsigned rounds) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  T h = keys[i], slot = 0;
+  for (unsigned r = 0; r < rounds; ++r) {
+    h = h * 2654435761u + r;
+    h ^= h >> 13;
+    slot = (slot + h) % buckets + h / buckets;
+  }
+  out[i] = slot;
+}
+
+unsigned host_bucket(unsigned key, unsigned buckets, unsigned rounds) {
+  unsigned h = key, slot = 0;
+  for (unsigned r = 0; r < rounds; ++r) {
+    h = h * 2654435761u + r;
+    h ^= h >> 13;
+    slot = (slot + h) % buckets + h / buckets;
+  }
+  return slot;
+}
+
+} // namespace hone_rt

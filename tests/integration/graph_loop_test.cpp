@@ -1,0 +1,244 @@
+// hone on kernels that run only through CUDA graphs, with real processes on the emulated device
+// and its runtime: each cuGraphLaunch counts one launch of every kernel node; the hot kernel's
+// shadow inputs are captured from an instrumented copy of one replay; the verified variant is
+// swapped into the executable graphs (their kernel nodes pointed at it) and serves the replays;
+// `honectl disable` puts the original back before the next replay; and a replay whose arguments
+// break the guard runs the original. The program checks every replay on the host.
+#include "daemon_process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+using namespace hone;
+using namespace hone::test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+// hone_rt::bucket<unsigned>(unsigned*, const unsigned*, unsigned, unsigned, unsigned)
+constexpr const char* k_bucket = "_ZN7hone_rt6bucketIjEEvPT_PKS1_jjj";
+
+std::string agent_config() {
+  std::ostringstream s;
+  s << "[server]\nreport_interval_ms = 200\n"
+    << "[worker]\ndriver = \"" << HONE_EMU_LIBRARY_DIR << "/libcuda.so.1\"\n"
+    << "[optimizer]\nenabled = true\nhot_min_launches = 20\ngpu_share = 1.0\n"
+    << "[capture]\ncaptures_per_kernel = 2\ntimeout_s = 60\n"
+    << "[validation]\nwarmup = 1\nruns = 7\njob_timeout_s = 120\n";
+  return s.str();
+}
+
+std::unique_ptr<DaemonProcess> start_daemon(const std::string& config) {
+  DaemonOptions o;
+  o.config = config;
+  o.env.emplace("HONE_EMU_INSTRUCTION_BUDGET", "400000000");
+  auto d = DaemonProcess::start(std::move(o));
+  if (!d) {
+    ADD_FAILURE() << d.error().message;
+    return nullptr;
+  }
+  return std::move(*d);
+}
+
+AppOptions graph_app(const std::string& socket, std::vector<std::string> args) {
+  AppOptions o;
+  o.program = std::string(HONE_TESTAPP_DIR) + "/hone-testapp-graph";
+  o.args = std::move(args);
+  o.socket = socket;
+  o.shim = HONE_SHIM_LIBRARY;
+  o.driver_dir = HONE_EMU_LIBRARY_DIR;
+  o.env["HONE_LOG"] = "info";
+  return o;
+}
+
+uint64_t field(const json& kernel, const char* name) {
+  return kernel.is_null() ? 0 : kernel.value(name, uint64_t(0));
+}
+
+} // namespace
+
+// Counting: N replays of graphs holding the kernel once are N launches of it, every one a graph
+// replay, with the graphs and nodes that hold it while the program runs.
+TEST(GraphApp, EachReplayCountsOneLaunchOfEachKernelNode) {
+  DaemonOptions o;
+  o.config = "[server]\nreport_interval_ms = 200\n[optimizer]\nenabled = false\n";
+  auto d = DaemonProcess::start(std::move(o));
+  ASSERT_TRUE(d) << d.error().message;
+  Ctl ctl((*d)->socket());
+  {
+    // Three executable graphs (one per batch size), each holding the kernel once.
+    AppOptions o = graph_app((*d)->socket(), {"--mode", "pytorch", "--seconds", "300"});
+    o.env["HONE_SAMPLE_EVERY"] = "10"; // 1 replay in 10 timed
+    BackgroundApp a(o);
+    json k;
+    ASSERT_TRUE(wait_for([&] { return field(k = ctl.kernel(k_bucket), "sampled") >= 2; }, 60s))
+        << ctl.request({{"cmd", "kernels"}}).dump(2) << (*d)->log();
+    EXPECT_EQ(k.value("runs_as", ""), "graph") << k.dump(2);
+    EXPECT_EQ(field(k, "graphs"), 3u) << k.dump(2);
+    EXPECT_EQ(field(k, "graph_nodes"), 3u) << k.dump(2);
+    EXPECT_EQ(field(k, "graph_nodes_serving"), 0u) << k.dump(2);
+    EXPECT_EQ(field(k, "graph_launches"), field(k, "launches")) << k.dump(2);
+    EXPECT_GE(field(k, "launches"), 20u) << k.dump(2);
+    EXPECT_GT(field(k, "est_gpu_ns"), 0u) << k.dump(2);
+    // The operator's view: how the kernel runs, in its graphs.
+    RunResult table = run_honectl({"--socket", (*d)->socket(), "kernels"});
+    EXPECT_NE(table.out.find("RUNS AS"), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("graph (3g/3n, 0 served)"), std::string::npos) << table.out;
+    RunResult show = run_honectl({"--socket", (*d)->socket(), "show", k_bucket});
+    EXPECT_NE(show.out.find("launches were graph replays"), std::string::npos) << show.out;
+    RunResult r = a.finish();
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+  // Exact: a program of exactly 40 replays reports exactly 40 launches.
+  RunOptions ro;
+  ro.env["LD_PRELOAD"] = HONE_SHIM_LIBRARY;
+  ro.env["HONE_SOCKET"] = (*d)->socket();
+  ro.env["LD_LIBRARY_PATH"] = HONE_EMU_LIBRARY_DIR;
+  RunResult r = run_program({std::string(HONE_TESTAPP_DIR) + "/hone-testapp-graph", "--mode",
+                             "llama", "--iterations", "40"},
+                            ro);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("replays 40 mismatches 0"), std::string::npos) << r.out;
+  json status = ctl.request({{"cmd", "status"}});
+  ASSERT_TRUE(wait_for(
+      [&] {
+        status = ctl.request({{"cmd", "status"}});
+        return status["result"]["graphs"].value("replays", uint64_t(0)) >= 40 + 20;
+      },
+      30s))
+      << status.dump(2);
+  RunResult metrics = run_honectl({"--socket", (*d)->socket(), "metrics"});
+  EXPECT_NE(metrics.out.find("hone_graph_replays_total"), std::string::npos) << metrics.out;
+  EXPECT_NE(metrics.out.find("hone_graph_nodes_patched"), std::string::npos) << metrics.out;
+}
+
+struct GraphCase {
+  const char* name;
+  std::vector<std::string> args;
+  bool odd = false; // replays with arguments that break the guard, once the variant serves
+};
+void PrintTo(const GraphCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class GraphLoop : public ::testing::TestWithParam<GraphCase> {};
+
+TEST_P(GraphLoop, GraphKernelIsCapturedValidatedSwappedServedAndDisabled) {
+  auto d = start_daemon(agent_config());
+  ASSERT_TRUE(d);
+  TempDir dir("hone-graph-test");
+  const std::string odd_file = (dir.path() / "odd").string();
+  std::vector<std::string> args{"--seconds", "300"};
+  args.insert(args.end(), GetParam().args.begin(), GetParam().args.end());
+  if (GetParam().odd) args.insert(args.end(), {"--odd-every", "5", "--odd-file", odd_file});
+  BackgroundApp a(graph_app(d->socket(), args));
+  Ctl ctl(d->socket());
+
+  // Its only launches are replays: the shadow inputs came from a copy of one.
+  json variant;
+  ASSERT_TRUE(wait_for(
+      [&] { return !(variant = ctl.verified_variant(k_bucket, "specialize")).is_null(); }, 300s))
+      << ctl.request({{"cmd", "jobs"}}).dump(2) << ctl.kernel(k_bucket).dump(2) << d->log();
+  EXPECT_GT(variant.value("speedup", 0.0), 1.05) << variant.dump(2);
+
+  // Swapped into the graphs: nodes point at the variant and replays are served.
+  json k;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        k = ctl.kernel(k_bucket);
+        return field(k, "variant_launches") > 0 && field(k, "graph_nodes_serving") > 0;
+      },
+      60s))
+      << k.dump(2) << d->log();
+  EXPECT_EQ(k.value("runs_as", ""), "graph") << k.dump(2);
+  json status = ctl.request({{"cmd", "status"}});
+  EXPECT_GT(status["result"]["graphs"].value("nodes_serving_variants", uint64_t(0)), 0u)
+      << status.dump(2);
+
+  if (GetParam().odd) {
+    // New argument values on the executable graph (buckets 512: the variant was specialized for
+    // 1024): those replays run the original, and the program checks them against the host. The
+    // variant still serves the others.
+    std::ofstream(odd_file) << "odd\n";
+    uint64_t served = field(ctl.kernel(k_bucket), "variant_launches");
+    uint64_t launches = field(ctl.kernel(k_bucket), "launches");
+    ASSERT_TRUE(wait_for(
+        [&] {
+          json k2 = ctl.kernel(k_bucket);
+          return field(k2, "launches") > launches + 40 && field(k2, "variant_launches") > served;
+        },
+        60s))
+        << ctl.kernel(k_bucket).dump(2);
+  }
+
+  // honectl disable: every patched node runs the original again from the next replay on.
+  RunResult disabled = run_honectl({"--socket", d->socket(), "disable", k_bucket});
+  ASSERT_EQ(disabled.exit_code, 0) << disabled.out << disabled.err;
+  json before;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        json k1 = ctl.kernel(k_bucket);
+        std::this_thread::sleep_for(400ms); // two report intervals: let counts move if they move
+        json k2 = ctl.kernel(k_bucket);
+        before = k2;
+        return field(k2, "launches") > field(k1, "launches") &&
+               field(k2, "variant_launches") == field(k1, "variant_launches") &&
+               field(k2, "graph_nodes_serving") == 0;
+      },
+      30s))
+      << ctl.kernel(k_bucket).dump(2);
+  uint64_t launches = field(before, "launches");
+  ASSERT_TRUE(
+      wait_for([&] { return field(ctl.kernel(k_bucket), "launches") > launches + 20; }, 60s));
+  EXPECT_EQ(field(ctl.kernel(k_bucket), "variant_launches"), field(before, "variant_launches"))
+      << "the variant kept serving after disable";
+
+  RunResult r = a.finish();
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("mismatches 0"), std::string::npos) << r.out << r.err;
+  if (GetParam().odd) {
+    EXPECT_EQ(r.out.find(" odd 0"), std::string::npos) << r.out;
+  }
+}
+
+// pytorch: one graph per batch size, replayed in turn (the variant serves the sizes its guard
+// takes); llama: captured every step and updated into one executable graph, with every fifth
+// replay given arguments that break the guard (they run the original, and the program checks
+// them against the host); explicit: memset, child graph, copy and host nodes built by hand.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, GraphLoop,
+    ::testing::Values(GraphCase{"pytorch", {"--mode", "pytorch"}},
+                      GraphCase{"llama", {"--mode", "llama"}, true},
+                      GraphCase{"explicit", {"--mode", "explicit"}}),
+    [](const ::testing::TestParamInfo<GraphCase>& i) { return std::string(i.param.name); });
+
+// A graph the shim cannot copy safely (it allocates and frees memory: a copy instantiated beside
+// it could not be) is observed only: counted and timed, its kernel's capture refused with the
+// reason, which `honectl show` prints. The program's results are unchanged.
+TEST(GraphApp, GraphWithMemoryNodesIsObservedOnlyAndShowSaysWhy) {
+  auto d = start_daemon(agent_config());
+  ASSERT_TRUE(d);
+  BackgroundApp a(graph_app(d->socket(), {"--mode", "memnodes", "--seconds", "300"}));
+  Ctl ctl(d->socket());
+  json k;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        k = ctl.kernel(k_bucket);
+        return !k.is_null() && k.value("capture_refused", "").find("allocates or frees memory") !=
+                                   std::string::npos;
+      },
+      120s))
+      << k.dump(2) << d->log();
+  EXPECT_EQ(k.value("runs_as", ""), "graph") << k.dump(2);
+  EXPECT_GT(field(k, "launches"), 0u);
+  RunResult show = run_honectl({"--socket", d->socket(), "show", k_bucket});
+  EXPECT_NE(show.out.find("shadow inputs"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("allocates or frees memory"), std::string::npos) << show.out;
+  RunResult r = a.finish();
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("mismatches 0"), std::string::npos) << r.out << r.err;
+}
