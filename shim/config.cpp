@@ -32,6 +32,8 @@ Config read() {
   c.sample_every = uint32_t(number("HONE_SAMPLE_EVERY", c.sample_every, 1u << 30));
   c.report_ms = uint32_t(number("HONE_REPORT_MS", 0, 3600u * 1000));
   c.image_cache_bytes = number("HONE_IMAGE_CACHE_MB", c.image_cache_bytes >> 20, 1u << 20) << 20;
+  const char* cupti = std::getenv("HONE_CUPTI");
+  c.cupti = cupti && *cupti && std::strcmp(cupti, "0") != 0;
   return c;
 }
 

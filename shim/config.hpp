@@ -14,6 +14,7 @@ struct Config {
   uint32_t sample_every = 100;  // HONE_SAMPLE_EVERY: time 1 launch in N with events; 0: never
   uint32_t report_ms = 0;       // HONE_REPORT_MS: report interval; 0: the daemon's
   uint64_t image_cache_bytes = 256ull << 20; // HONE_IMAGE_CACHE_MB: image copies kept for the daemon
+  bool cupti = false; // HONE_CUPTI=1: time graph kernels per node from CUPTI records (shim/cupti.hpp)
 };
 
 const Config& config();

@@ -2,6 +2,7 @@
 
 #include "shim/capture.hpp"
 #include "shim/config.hpp"
+#include "shim/cupti.hpp"
 #include "shim/guard_check.hpp"
 #include "shim/log.hpp"
 #include "shim/real.hpp"
@@ -46,6 +47,8 @@ struct Node {
   std::vector<std::string> args; // each parameter's bytes
   std::vector<void*> arg_ptrs;   // into args: the kernelParams the node is set with
   uint64_t weight = 1;           // threads: how its graph's sampled time is shared out
+  NodeTime* cupti = nullptr;     // its kernels' times from CUPTI records (HONE_CUPTI), if any
+  uint64_t cupti_folded = 0, cupti_folded_ns = 0;
 
   LaunchArgs launch_args() {
     return LaunchArgs{{grid[0], grid[1], grid[2]},
@@ -314,6 +317,7 @@ void walk(CUgraph graph, CUgraphNode parent, Exec& e, int depth) {
       }
       n.depth = depth;
       n.parent = n.parent_source = parent;
+      n.cupti = cupti_node(node);
       if (e.nodes.size() < k_max_nodes) e.nodes.push_back(std::move(n));
       break;
     }
@@ -348,18 +352,33 @@ void fold_locked(Exec& e) {
   e.folded = replays;
   e.folded_sampled = sampled;
   e.folded_sampled_ns = sampled_ns;
-  if (!delta && !d_sampled) return;
+  // Nodes with CUPTI records are timed by them, each kernel on its own; the replays' event time
+  // is shared out over the others.
   uint64_t total_weight = 0;
-  for (const Node& n : e.nodes) {
-    if (n.enabled && n.record) total_weight += n.weight;
+  for (Node& n : e.nodes) {
+    if (!n.record) continue;
+    if (n.cupti) {
+      uint64_t k = n.cupti->kernels.load(std::memory_order_relaxed);
+      uint64_t ns = n.cupti->ns.load(std::memory_order_relaxed);
+      if (k != n.cupti_folded) {
+        n.record->sampled.fetch_add(k - n.cupti_folded, std::memory_order_relaxed);
+        n.record->sampled_ns.fetch_add(ns - n.cupti_folded_ns, std::memory_order_relaxed);
+        n.cupti_folded = k;
+        n.cupti_folded_ns = ns;
+      }
+      if (k) continue;
+    }
+    if (n.enabled) total_weight += n.weight;
   }
+  if (!delta && !d_sampled) return;
   for (Node& n : e.nodes) {
     if (!n.enabled || !n.record) continue;
     KernelRecord* r = n.record;
+    const bool by_cupti = n.cupti && n.cupti_folded;
     r->launches.fetch_add(delta, std::memory_order_relaxed);
     r->graph_launches.fetch_add(delta, std::memory_order_relaxed);
     if (n.current != n.original) r->variant_launches.fetch_add(delta, std::memory_order_relaxed);
-    if (d_sampled && total_weight) {
+    if (d_sampled && total_weight && !by_cupti) {
       // A sampled replay is a timed launch of each of its kernels; its time is shared out by
       // the kernels' thread counts (an estimate: the event pair times the whole graph).
       r->sampled.fetch_add(d_sampled, std::memory_order_relaxed);

@@ -5,6 +5,7 @@
 #include "shim/capture.hpp"
 #include "shim/graph.hpp"
 #include "shim/config.hpp"
+#include "shim/cupti.hpp"
 #include "shim/log.hpp"
 #include "shim/real.hpp"
 #include "shim/registry.hpp"
@@ -222,6 +223,7 @@ void Reporter::Impl::run() {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr); // the application's signals are not ours
+  if (config().cupti) cupti_start();
   while (true) {
     relax_capture_mode();
     uint64_t now = now_ms();
@@ -239,6 +241,7 @@ void Reporter::Impl::run() {
     }
     if (fd >= 0 && !handshake && (now >= next_report || (final_now && !reported_final))) {
       sample_collect();
+      cupti_flush();
       graph_fold();
       report();
       next_report = now + interval;

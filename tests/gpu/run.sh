@@ -155,8 +155,11 @@ TOML
     "$bundle/bin/honed" --config "$d/hone.toml" >"$d/honed.log" 2>&1 &
     honed=$!
     for _ in $(seq 50); do [ -S "$d/hone.sock" ] && break; sleep 0.1; done
-    HONE_SOCKET=$d/hone.sock HONE_SAMPLE_EVERY=10 LD_PRELOAD=$shim \
-      timeout 120 "$graph_app" --mode $mode --seconds 60 --odd-every 7 >"$d/shim.out" 2>&1
+    # pytorch with per-node CUPTI timing, llama with the event-based estimate.
+    cupti=0; [ $mode = pytorch ] && cupti=1
+    HONE_SOCKET=$d/hone.sock HONE_SAMPLE_EVERY=10 HONE_CUPTI=$cupti HONE_LOG=info LD_PRELOAD=$shim \
+      timeout 120 "$graph_app" --mode $mode --seconds 60 >"$d/shim.out" 2>"$d/shim.err"
+    grep -h "HONE_CUPTI" "$d/shim.err" | sed 's/^/    /'
     "$bundle/bin/honectl" --socket "$d/hone.sock" show _ZN7hone_rt6bucketIjEEvPT_PKS1_jjj \
       >"$d/show.txt" 2>&1
     "$bundle/bin/honectl" --socket "$d/hone.sock" variants >"$d/variants.txt" 2>&1

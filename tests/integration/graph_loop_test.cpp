@@ -242,3 +242,29 @@ TEST(GraphApp, GraphWithMemoryNodesIsObservedOnlyAndShowSaysWhy) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("mismatches 0"), std::string::npos) << r.out << r.err;
 }
+
+// HONE_CUPTI=1 asks for per-node times from CUPTI. It stays off when a profiler is configured
+// (CUDA_INJECTION64_PATH) and where CUPTI cannot trace (the emulated device): the shim says why,
+// and graph kernels are timed with events as without it. (Where CUPTI works is a GPU's check.)
+TEST(GraphApp, CuptiStaysOffWhereItWouldDisturbOrCannotWork) {
+  RunOptions ro;
+  ro.env["LD_PRELOAD"] = HONE_SHIM_LIBRARY;
+  ro.env["HONE_SOCKET"] = "/nonexistent/hone.sock";
+  ro.env["LD_LIBRARY_PATH"] = HONE_EMU_LIBRARY_DIR;
+  ro.env["HONE_CUPTI"] = "1";
+  ro.env["HONE_LOG"] = "info";
+  const std::vector<std::string> argv{std::string(HONE_TESTAPP_DIR) + "/hone-testapp-graph",
+                                      "--mode", "pytorch", "--iterations", "30"};
+  RunOptions profiled = ro;
+  profiled.env["CUDA_INJECTION64_PATH"] = "/opt/profiler/libinjection.so";
+  RunResult r = run_program(argv, profiled);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("replays 30 mismatches 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("HONE_CUPTI: not enabled (a CUDA injection library"), std::string::npos)
+      << r.err;
+  r = run_program(argv, ro);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("replays 30 mismatches 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("HONE_CUPTI: not enabled"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("timed with events"), std::string::npos) << r.err;
+}
