@@ -93,7 +93,7 @@ struct Exec {
   bool untouchable = false; // observed only: never patched, never copied
   std::string copy_why;     // non-empty: its shadow inputs cannot be captured (why)
   bool destroyed = false;
-  bool dirty = true; // reconcile before the next replay
+  std::atomic<bool> dirty{true}; // reconcile before the next replay
 
   std::atomic<uint64_t> replays{0};
   std::atomic<uint64_t> next_sample{0};
@@ -947,12 +947,9 @@ bool graph_destroy_deferred(CUgraph graph) {
 }
 
 void graph_node_destroying(CUgraphNode node) {
-  std::vector<Exec*> execs;
-  {
-    std::lock_guard lock(g_mutex);
-    execs = *g_execs;
-  }
-  for (Exec* e : execs) {
+  // g_mutex held throughout: the reporter frees destroyed executable graphs under it.
+  std::lock_guard glock(g_mutex);
+  for (Exec* e : *g_execs) {
     std::lock_guard lock(e->mutex);
     if (e->destroyed || e->untouchable) continue;
     bool names = std::any_of(e->nodes.begin(), e->nodes.end(),
@@ -1013,7 +1010,7 @@ void graph_fold() {
   for (Exec* e : execs) {
     std::lock_guard lock(e->mutex);
     fold_locked(*e);
-    if (e->destroyed) gone.push_back(e);
+    if (e->destroyed) gone.push_back(e); // freed below, under g_mutex
     for (const Node& n : e->nodes) {
       if (n.record && n.record->capture_pending.load(std::memory_order_relaxed)) capture_due = true;
     }
@@ -1059,22 +1056,6 @@ uint64_t graph_replays_total() { return g_replays_folded.load(std::memory_order_
 uint64_t graph_nodes_patched_total() {
   int64_t v = int64_t(g_nodes_patched.load(std::memory_order_relaxed));
   return v < 0 ? 0 : uint64_t(v);
-}
-
-std::string graph_observed_only_reason(KernelRecord* r) {
-  std::vector<Exec*> execs;
-  {
-    std::lock_guard lock(g_mutex);
-    execs = *g_execs;
-  }
-  for (Exec* e : execs) {
-    std::lock_guard lock(e->mutex);
-    if (e->destroyed || e->copy_why.empty()) continue;
-    for (const Node& n : e->nodes) {
-      if (n.record == r) return e->copy_why;
-    }
-  }
-  return {};
 }
 
 void graph_reset_after_fork() {

@@ -73,8 +73,6 @@ void graph_capture_requested();
 std::vector<std::pair<KernelRecord*, GraphKernelTotals>> graph_totals();
 uint64_t graph_replays_total();
 uint64_t graph_nodes_patched_total();
-// Why a kernel's graphs are observed only (its shadow inputs cannot be copied there), or empty.
-std::string graph_observed_only_reason(KernelRecord* r);
 void graph_reset_after_fork();
 
 } // namespace hone::shim
