@@ -1044,6 +1044,10 @@ std::vector<std::pair<KernelRecord*, GraphKernelTotals>> graph_totals() {
     }
     for (auto& [r, _] : in_this) by[r].graphs += 1;
   }
+  // Kernels whose graphs are all gone still have their replays to report.
+  for (KernelRecord* r : registry().records()) {
+    if (r->graph_launches.load(std::memory_order_relaxed) && !by.count(r)) by[r] = {};
+  }
   std::vector<std::pair<KernelRecord*, GraphKernelTotals>> out;
   for (auto& [r, t] : by) {
     t.graph_launches = r->graph_launches.load(std::memory_order_relaxed);

@@ -1681,3 +1681,59 @@ TEST(ShimSwap, NoAliasVariantIsRefusedWithoutPointerInformation) {
 }
 
 } // namespace
+
+// --- CUDA graphs through the driver's linked symbols -----------------------------------------
+
+// A program that builds a graph of N kernel nodes by hand (cuGraphAddKernelNode, linked -lcuda),
+// destroys the template once instantiated, replays it R times, changes one node's arguments on
+// the executable graph and updates it from a second graph: its results are those it has alone,
+// each replay counts one launch of each node (N x (R + 2) in all, every one a graph replay), and
+// the graph part of the report says one graph with N nodes, none serving a variant.
+TEST(ShimGraphs, LinkedGraphCallsAreObservedAndEachReplayCountsEveryNode) {
+  REQUIRE_SHIM();
+  TempDir dir;
+  const int nodes = 5, replays = 30;
+  std::vector<std::string> argv{app_path("hone-testapp-graph-driver"), std::to_string(nodes),
+                                std::to_string(replays)};
+  Outcome base = run(argv, plain_env(), dir);
+  ASSERT_EQ(base.status, 0) << describe(base);
+  ASSERT_NE(base.out.find("mismatches 0"), std::string::npos) << base.out;
+  TestServer server;
+  Env env = shim_env(server.socket_path());
+  env.set("HONE_TRACE", "1");
+  Outcome with = run(argv, env, dir);
+  ASSERT_EQ(with.status, 0) << describe(with);
+  EXPECT_EQ(with.out, base.out);
+  // Reached through the shim's exports, not around them.
+  for (const char* hook : {"cuGraphInstantiateWithFlags (linked)", "cuGraphLaunch (linked)",
+                           "cuGraphExecKernelNodeSetParams_v2 (linked)",
+                           "cuGraphExecUpdate_v2 (linked)", "cuGraphDestroy (linked)"}) {
+    EXPECT_NE(with.err.find(hook), std::string::npos) << hook << "\n" << with.err;
+  }
+  ASSERT_TRUE(server.wait_until([&](const ServerLog& l) { return finished(l, with.pid); }, 5s))
+      << describe(server.snapshot());
+  ServerLog log = server.snapshot();
+  auto conns = log.from_pid(with.pid);
+  ASSERT_EQ(conns.size(), 1u) << describe(log);
+  const Connection& c = *conns[0];
+  EXPECT_TRUE(c.protocol_error.empty()) << c.protocol_error;
+  std::string why;
+  EXPECT_TRUE(c.counters_monotonic(&why)) << why;
+  auto by_key = c.stats_by_key();
+  ASSERT_EQ(by_key.size(), 1u) << describe(c);
+  const auto& [key, st] = *by_key.begin();
+  EXPECT_EQ(key.entry, "add_one");
+  EXPECT_EQ(st.launches, uint64_t(nodes * (replays + 2))) << describe(c);
+  // The graph part: the latest report that carries this kernel's.
+  std::optional<proto::GraphKernelStats> graph;
+  uint64_t graph_replays = 0;
+  for (const auto& s : c.stats) {
+    for (const auto& g : s.graph_kernels) graph = g;
+    graph_replays = std::max(graph_replays, s.graph_replays);
+  }
+  ASSERT_TRUE(graph.has_value()) << "no graph part in any report";
+  EXPECT_EQ(graph->graph_launches, st.launches);
+  EXPECT_EQ(graph_replays, uint64_t(replays + 2));
+  EXPECT_LE(graph->graphs, 1u); // 0 once the executable graph was destroyed before the last report
+  EXPECT_EQ(graph->nodes_serving, 0u);
+}
