@@ -1,5 +1,7 @@
 #include "shim/capture.hpp"
 
+#include "shim/graph.hpp"
+
 #include "shim/log.hpp"
 #include "shim/pointer_fields.hpp"
 #include "shim/real.hpp"
@@ -93,6 +95,21 @@ void refuse(KernelRecord* r, uint64_t request, CaptureStatus status, std::string
 }
 
 } // namespace
+
+RelaxedCaptureMode::RelaxedCaptureMode() {
+  if (g_stream_captures.load(std::memory_order_relaxed) == 0) return;
+  using Exchange = CUresult (*)(CUstreamCaptureMode*);
+  auto exchange = real_as<Exchange>(Fn::cuThreadExchangeStreamCaptureMode);
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (exchange && exchange(&mode) == CUDA_SUCCESS) m_previous = int(mode);
+}
+RelaxedCaptureMode::~RelaxedCaptureMode() {
+  if (m_previous < 0) return;
+  using Exchange = CUresult (*)(CUstreamCaptureMode*);
+  auto exchange = real_as<Exchange>(Fn::cuThreadExchangeStreamCaptureMode);
+  CUstreamCaptureMode mode = CUstreamCaptureMode(m_previous);
+  if (exchange) exchange(&mode);
+}
 
 CaptureInFlight::CaptureInFlight() { g_capturing.fetch_add(1, std::memory_order_relaxed); }
 CaptureInFlight::~CaptureInFlight() { g_capturing.fetch_sub(1, std::memory_order_release); }
@@ -255,6 +272,7 @@ int capture_launch(KernelRecord* r, void* function, const LaunchArgs& a,
   CaptureInFlight capturing_now; // until this capture is pending or refused
   CaptureRequestInfo req;
   if (!capture_claim(r, &req)) return launch();
+  RelaxedCaptureMode relaxed;
   auto copy =
       real_as<CopyAsync>(a.per_thread ? Fn::cuMemcpyDtoHAsync_v2_ptsz : Fn::cuMemcpyDtoHAsync_v2);
   auto capturing =

@@ -45,6 +45,19 @@ struct CaptureInFlight {
   CaptureInFlight(const CaptureInFlight&) = delete;
   CaptureInFlight& operator=(const CaptureInFlight&) = delete;
 };
+// While it lives, this thread's stream capture mode is relaxed when any capture is live in the
+// process: the copies and the pinned allocation a capture makes are calls a global-mode capture
+// on another thread would otherwise fail, and be invalidated by.
+class RelaxedCaptureMode {
+public:
+  RelaxedCaptureMode();
+  ~RelaxedCaptureMode();
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+private:
+  int m_previous = -1; // -1: unchanged
+};
 // Take one of the launches the daemon asked for; false when none is due.
 bool capture_claim(KernelRecord* r, CaptureRequestInfo* out);
 // The parameter bytes and the buffers of a launch of `function` with `a`, and pinned memory for

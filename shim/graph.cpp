@@ -603,6 +603,7 @@ bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_ou
   CaptureRequestInfo req;
   KernelRecord* r = target->record;
   if (!capture_claim(r, &req)) return false;
+  RelaxedCaptureMode relaxed;
   if (e->untouchable || !e->copy_why.empty() || target->depth > 1) {
     std::string why = target->depth > 1 ? "the kernel runs in a child graph of a child graph"
                       : e->copy_why.empty() ? "the graph is observed only"

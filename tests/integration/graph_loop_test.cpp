@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -144,6 +145,8 @@ TEST_P(GraphLoop, GraphKernelIsCapturedValidatedSwappedServedAndDisabled) {
       [&] { return !(variant = ctl.verified_variant(k_bucket, "specialize")).is_null(); }, 300s))
       << ctl.request({{"cmd", "jobs"}}).dump(2) << ctl.kernel(k_bucket).dump(2) << d->log();
   EXPECT_GT(variant.value("speedup", 0.0), 1.05) << variant.dump(2);
+  std::printf("variant %s: %.3fx\n", variant.value("strategy", "").c_str(),
+              variant.value("speedup", 0.0));
 
   // Swapped into the graphs: nodes point at the variant and replays are served.
   json k;
