@@ -76,6 +76,7 @@ void encode(wire::Writer& w, const Job& j) {
   }
   w.u32(j.bench.warmup);
   w.u32(j.bench.runs);
+  w.u32(j.bench.min_runs);
   put_f64(w, j.bench.min_speedup);
   put_f64(w, j.bench.noise_factor);
   put_f64(w, j.bench.suspicious);
@@ -119,10 +120,12 @@ bool decode(wire::Reader& r, Job& j) {
   }
   j.bench.warmup = r.u32();
   j.bench.runs = r.u32();
+  j.bench.min_runs = r.u32();
   j.bench.min_speedup = get_f64(r);
   j.bench.noise_factor = get_f64(r);
   j.bench.suspicious = get_f64(r);
-  if (j.bench.runs > 10000 || j.bench.warmup > 1000) r.fail("benchmark settings out of range");
+  if (j.bench.runs > 10000 || j.bench.warmup > 1000 || j.bench.min_runs > 10000)
+    r.fail("benchmark settings out of range");
   decode(r, j.guard);
   uint32_t n = r.count(k_max_captures, 64);
   j.captures.resize(n);

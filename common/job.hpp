@@ -37,7 +37,8 @@ struct Tolerance {
 
 struct BenchSettings {
   uint32_t warmup = 3;       // runs of each before measuring
-  uint32_t runs = 21;        // measured runs of each, interleaved original/candidate
+  uint32_t runs = 21;        // measured runs of each, interleaved original/candidate: at most
+  uint32_t min_runs = 5;     // ... and at least: past it, measuring stops once the verdict is certain
   double min_speedup = 1.05; // accepted only when faster than this ...
   double noise_factor = 3;   // ... by more than this many times the measured noise
   double suspicious = 10;    // speedups above this are re-validated and re-measured first

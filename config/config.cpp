@@ -437,7 +437,14 @@ const Key k_keys[] = {
      .min = 3, .max = 10000,
      .doc = "Measured runs of each, interleaved original and candidate so that changes of clock\n"
             "and load hit both alike; their medians are compared. More: steadier figures,\n"
-            "longer jobs."},
+            "longer jobs. The most that are made: see min_runs."},
+    {.section = "validation", .name = "min_runs", .kind = Kind::integer,
+     .field = HONE_FIELD(validation.min_runs),
+     .min = 3, .max = 10000,
+     .doc = "Measured runs of each before the benchmark may stop early: past this many, it\n"
+            "stops as soon as the verdict cannot change (the gain, or its absence, is clear\n"
+            "beyond the measured noise), and goes on up to `runs` while it could. Runs used are\n"
+            "in each verdict's evidence. Taken as `runs` when larger."},
     {.section = "validation", .name = "suspicious_speedup", .kind = Kind::number,
      .field = HONE_FIELD(validation.suspicious_speedup),
      .number_min = 1.5, .number_max = 1e6,

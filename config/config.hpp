@@ -73,7 +73,8 @@ struct ValidationConfig {
   double min_speedup = 1.05;        // a variant must be at least this much faster ...
   double noise_factor = 3;          // ... by more than this many times the measured noise
   uint32_t warmup = 3;
-  uint32_t runs = 21;
+  uint32_t runs = 21;               // measured runs of each at most ...
+  uint32_t min_runs = 5;            // ... and at least, stopping between once the verdict is certain
   double suspicious_speedup = 10;   // faster than this is re-validated and re-measured first
   uint32_t job_timeout_s = 120;     // a job longer than this kills its worker (timeout verdict)
   double f32_rel = 1e-5, f32_abs = 1e-6;

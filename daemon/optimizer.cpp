@@ -331,6 +331,7 @@ void Optimizer::start_job(JobEntry& job) {
   j.tolerance = {val.f32_rel, val.f32_abs, val.f64_rel, val.f64_abs, val.f16_rel, val.f16_abs};
   j.bench.warmup = val.warmup;
   j.bench.runs = val.runs;
+  j.bench.min_runs = std::min(val.min_runs, val.runs);
   j.bench.min_speedup = val.min_speedup;
   j.bench.noise_factor = val.noise_factor;
   j.bench.suspicious = val.suspicious_speedup;

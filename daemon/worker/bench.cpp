@@ -33,17 +33,40 @@ std::variant<Measurement, Failure> measure(CaptureCheck& capture, const BenchSet
     if (auto f = once(true, false)) return *f;
   }
   uint32_t runs = std::max<uint32_t>(settings.runs, 1);
+  uint32_t floor = std::clamp<uint32_t>(settings.min_runs, 1, runs);
   for (uint32_t i = 0; i < runs; ++i) {
     bool candidate_first = i % 2 == 1;
     if (auto f = once(candidate_first, true)) return *f;
     if (auto f = once(!candidate_first, true)) return *f;
+    if (i + 1 >= floor && i + 1 < runs) {
+      summarize(m);
+      if (verdict_certain(m, settings)) break;
+    }
   }
+  summarize(m);
+  return m;
+}
+
+void summarize(Measurement& m) {
   m.original_median = median(m.original_ns);
   m.candidate_median = median(m.candidate_ns);
   m.speedup = m.candidate_median > 0 ? m.original_median / m.candidate_median : 0;
   m.noise = std::max(relative_mad(m.original_ns, m.original_median),
                      relative_mad(m.candidate_ns, m.candidate_median));
-  return m;
+}
+
+bool verdict_certain(const Measurement& m, const BenchSettings& settings) {
+  if (m.speedup <= 0) return false;
+  if (accepted(m, settings)) {
+    Measurement worse = m;
+    worse.speedup = m.speedup * (1 - m.noise);
+    worse.noise = 2 * m.noise;
+    return accepted(worse, settings);
+  }
+  Measurement better = m;
+  better.speedup = m.speedup * (1 + m.noise);
+  better.noise = m.noise / 2;
+  return !accepted(better, settings);
 }
 
 bool accepted(const Measurement& m, const BenchSettings& settings) {

@@ -23,11 +23,19 @@ double median(std::vector<double> v);
 // Median absolute deviation from `med`, relative to `med` (0 when med is 0).
 double relative_mad(const std::vector<double>& v, double med);
 
-// `settings.warmup` runs of each, then `settings.runs` pairs, alternating which goes first; the
-// buffers are restored (and poisoned) before every run, outside the timed region.
+// `settings.warmup` runs of each, then up to `settings.runs` pairs, alternating which goes first;
+// the buffers are restored (and poisoned) before every run, outside the timed region. Past
+// `settings.min_runs` pairs it stops as soon as the verdict is certain.
 std::variant<Measurement, Failure> measure(CaptureCheck& capture, const BenchSettings& settings);
 
 // Faster by at least min_speedup, and by more than noise_factor times the noise.
 bool accepted(const Measurement& m, const BenchSettings& settings);
+
+// Would the verdict on `m` stand whatever the next runs show? Accepting: even with the speedup
+// moved toward 1 by the noise, and the noise doubled. Refusing: even with the speedup moved away
+// from 1 by the noise. With times that do not vary (the emulated device), any verdict is certain.
+bool verdict_certain(const Measurement& m, const BenchSettings& settings);
+// Medians, speedup and noise of the runs in `m`.
+void summarize(Measurement& m);
 
 } // namespace hone::worker

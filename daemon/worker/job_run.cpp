@@ -273,6 +273,8 @@ void JobRun::record_measurement(const Measurement& m, const char* key) {
   m_verdict.speedup = m.speedup;
   m_verdict.noise = m.noise;
   m_evidence["runs"] = m.original_ns.size();
+  m_evidence["runs_max"] = m_job.bench.runs;
+  m_evidence["stopped_early"] = m.original_ns.size() < m_job.bench.runs;
   m_evidence["warmup"] = m_job.bench.warmup;
   // Events measure in float milliseconds: a thousandth of a nanosecond says all they know.
   auto rounded = [](const std::vector<double>& v) {

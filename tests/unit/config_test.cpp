@@ -104,6 +104,7 @@ TEST(ConfigDefaults, AreTheDocumentedOnes) {
   EXPECT_EQ(c.validation.noise_factor, 3.0);
   EXPECT_EQ(c.validation.warmup, 3u);
   EXPECT_EQ(c.validation.runs, 21u);
+  EXPECT_EQ(c.validation.min_runs, 5u);
   EXPECT_EQ(c.validation.suspicious_speedup, 10.0);
   EXPECT_EQ(c.validation.job_timeout_s, 120u);
   EXPECT_EQ(c.validation.f32_rel, 1e-5);
@@ -225,6 +226,7 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_VALIDATION_NOISE_FACTOR",
                         "HONE_VALIDATION_WARMUP",
                         "HONE_VALIDATION_RUNS",
+                        "HONE_VALIDATION_MIN_RUNS",
                         "HONE_VALIDATION_SUSPICIOUS_SPEEDUP",
                         "HONE_VALIDATION_JOB_TIMEOUT_S",
                         "HONE_VALIDATION_F32_REL",
@@ -249,7 +251,7 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_AGENT_LLM_TEMPERATURE"}) {
     EXPECT_TRUE(vars.count(v)) << v;
   }
-  EXPECT_EQ(keys.size(), 53u);
+  EXPECT_EQ(keys.size(), 54u);
 }
 
 TEST(ConfigFile, SetsEveryKey) {
@@ -316,6 +318,7 @@ min_speedup = 1.2
 noise_factor = 0
 warmup = 0
 runs = 3
+min_runs = 3
 suspicious_speedup = 1e6
 job_timeout_s = 5
 f32_rel = 1e-4
@@ -340,6 +343,7 @@ f16_abs = -0.0
   EXPECT_EQ(c.validation.noise_factor, 0.0); // a TOML integer is a number too
   EXPECT_EQ(c.validation.warmup, 0u);
   EXPECT_EQ(c.validation.runs, 3u);
+  EXPECT_EQ(c.validation.min_runs, 3u);
   EXPECT_EQ(c.validation.suspicious_speedup, 1e6);
   EXPECT_EQ(c.validation.job_timeout_s, 5u);
   EXPECT_EQ(c.validation.f32_rel, 1e-4);

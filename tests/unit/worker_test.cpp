@@ -12,6 +12,7 @@
 #include "cuda/driver_api.hpp"
 #include "cuda/jit_options.hpp"
 #include "cuda/nvrtc.hpp"
+#include "daemon/worker/bench.hpp"
 #include "daemon/worker/channel.hpp"
 #include "daemon/worker/compare.hpp"
 #include "daemon/worker/compile.hpp"
@@ -513,6 +514,8 @@ extern "C" __global__ void scale_fast(float a, const float* __restrict__ x, floa
 
   auto e = json::parse(v.evidence_json);
   EXPECT_EQ(e["runs"], 5);
+  EXPECT_EQ(e["runs_max"], 5);
+  EXPECT_EQ(e["stopped_early"], false);
   EXPECT_EQ(e["times_ns"]["original"].size(), 5u);
   EXPECT_EQ(e["times_ns"]["candidate"].size(), 5u);
   EXPECT_EQ(e["revalidated"], true);
@@ -1057,4 +1060,52 @@ TEST(WorkerLifecycle, WithoutADriverEveryJobGetsAnInternalVerdict) {
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   Emu::get().free_all();
+}
+
+// The benchmark's early stop (bench.hpp): a verdict is certain once the next runs cannot change
+// it, given the noise measured so far.
+TEST(Benchmark, StopsOnlyWhenTheVerdictCannotChange) {
+  using hone::worker::accepted;
+  using hone::worker::Measurement;
+  using hone::worker::summarize;
+  using hone::worker::verdict_certain;
+  BenchSettings b; // min_speedup 1.05, noise_factor 3
+  auto m = [](std::vector<double> original, std::vector<double> candidate) {
+    Measurement x;
+    x.original_ns = std::move(original);
+    x.candidate_ns = std::move(candidate);
+    summarize(x);
+    return x;
+  };
+  // Times that do not vary (the emulated device): any verdict is certain.
+  EXPECT_TRUE(verdict_certain(m({100, 100, 100}, {80, 80, 80}), b));   // 1.25x, accepted
+  EXPECT_TRUE(verdict_certain(m({100, 100, 100}, {100, 100, 100}), b)); // 1.00x, refused
+  // A clear gain over small noise: certain.
+  EXPECT_TRUE(verdict_certain(m({100, 101, 99, 100, 100}, {50, 51, 49, 50, 50}), b));
+  // A gain just over the bar with noise: the next runs could refuse it.
+  Measurement close = m({100, 102, 98, 100, 103}, {92, 94, 90, 92, 95});
+  EXPECT_TRUE(accepted(close, b));
+  EXPECT_FALSE(verdict_certain(close, b));
+  // A gain just under the bar, with noise: the next runs could still show enough.
+  Measurement under = m({100, 104, 96, 100, 102}, {96, 99, 93, 96, 98});
+  EXPECT_FALSE(accepted(under, b));
+  EXPECT_FALSE(verdict_certain(under, b));
+  // No gain within noise so large that no plausible gain would pass: refused for certain.
+  EXPECT_TRUE(verdict_certain(m({100, 130, 70, 100, 120}, {100, 125, 75, 95, 110}), b));
+}
+
+// On the emulated device, whose times do not vary, a verdict costs min_runs pairs, not runs; the
+// evidence says how many were made.
+TEST_F(WorkerTest, BenchmarkStopsAtTheFloorWhenTimesDoNotVary) {
+  auto cap = scale_capture("scale");
+  Job job = make_job("scale", CandidateKind::ptx, originals_ptx(), "scale", {&cap});
+  job.bench.runs = 21;
+  job.bench.min_runs = 4;
+  Verdict v = worker().run(job, data_of({&cap}));
+  ASSERT_EQ(v.kind, VerdictKind::not_faster) << describe(v);
+  auto e = json::parse(v.evidence_json);
+  EXPECT_EQ(e["runs"], 4);
+  EXPECT_EQ(e["runs_max"], 21);
+  EXPECT_EQ(e["stopped_early"], true);
+  EXPECT_NE(v.message.find("4 runs each"), std::string::npos) << v.message;
 }
