@@ -25,14 +25,7 @@ namespace {
 
 // The optimizer on, thresholds low, the whole GPU share: things happen within seconds.
 std::string agent_config(const std::string& extra = "") {
-  std::ostringstream s;
-  s << "[server]\nreport_interval_ms = 200\n"
-    << "[worker]\ndriver = \"" << HONE_EMU_LIBRARY_DIR << "/libcuda.so.1\"\n"
-    << "[optimizer]\nenabled = true\nhot_min_launches = 20\ngpu_share = 1.0\n"
-    << "[capture]\ncaptures_per_kernel = 2\ntimeout_s = 60\n"
-    << "[validation]\nwarmup = 1\nruns = 7\njob_timeout_s = 120\n"
-    << extra;
-  return s.str();
+  return emu_agent_config(HONE_EMU_LIBRARY_DIR, extra);
 }
 
 std::unique_ptr<DaemonProcess> start_daemon(const std::string& config, fs::path dir = {}) {

@@ -24,13 +24,7 @@ namespace {
 constexpr const char* k_bucket = "_ZN7hone_rt6bucketIjEEvPT_PKS1_jjj";
 
 std::string agent_config() {
-  std::ostringstream s;
-  s << "[server]\nreport_interval_ms = 200\n"
-    << "[worker]\ndriver = \"" << HONE_EMU_LIBRARY_DIR << "/libcuda.so.1\"\n"
-    << "[optimizer]\nenabled = true\nhot_min_launches = 20\ngpu_share = 1.0\n"
-    << "[capture]\ncaptures_per_kernel = 2\ntimeout_s = 60\n"
-    << "[validation]\nwarmup = 1\nruns = 7\njob_timeout_s = 120\n";
-  return s.str();
+  return emu_agent_config(HONE_EMU_LIBRARY_DIR);
 }
 
 std::unique_ptr<DaemonProcess> start_daemon(const std::string& config) {

@@ -57,6 +57,11 @@ struct DaemonOptions {
   std::chrono::milliseconds ready_timeout{15000};
 };
 
+// hone.toml for a test of the whole loop on the emulated device: reports every 200 ms, the
+// optimizer on with a low hot threshold, the worker on `emu_dir`'s libcuda.so.1, two captures per
+// kernel, and a short benchmark; `extra` is appended.
+std::string emu_agent_config(const std::string& emu_dir, const std::string& extra = "");
+
 class DaemonProcess {
 public:
   // Start honed and wait until its socket accepts a connection. The error carries the log when
