@@ -34,7 +34,6 @@ struct Node {
   void* original = nullptr; // the application's function (CUfunction or CUkernel)
   void* current = nullptr;  // what the executable graph runs now (original or a variant)
   const void* served_as = nullptr; // the handle variants are published for (original's CUkernel)
-  bool top_level = true;    // a node of the graph itself, not of a child graph
   // A kernel in a child graph (depth 1) is changed through its child graph node: `parent` in the
   // instantiated graph, `parent_source` in the source graph. Deeper ones are only counted.
   int depth = 0;
@@ -236,7 +235,7 @@ KernelRecord* record_for(void* function) {
 }
 
 // A kernel node's state from the driver's parameters of it.
-bool node_from(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS& p, bool top_level, Node& n,
+bool node_from(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS& p, Node& n,
                std::string* why) {
   void* fn = p.func ? static_cast<void*>(p.func) : static_cast<void*>(p.kern);
   n.node = node;
@@ -250,7 +249,6 @@ bool node_from(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS& p, bool top_leve
     auto it = g_kernel_of->find(n.original);
     if (it != g_kernel_of->end()) n.served_as = it->second;
   }
-  n.top_level = top_level;
   n.grid[0] = p.gridDimX;
   n.grid[1] = p.gridDimY;
   n.grid[2] = p.gridDimZ;
@@ -310,7 +308,7 @@ void walk(CUgraph graph, CUgraphNode parent, Exec& e, int depth) {
       CUDA_KERNEL_NODE_PARAMS p{};
       Node n;
       std::string why;
-      if (get_params(node, &p) != CUDA_SUCCESS || !node_from(node, p, top_level, n, &why)) {
+      if (get_params(node, &p) != CUDA_SUCCESS || !node_from(node, p, n, &why)) {
         e.untouchable = true;
         if (e.copy_why.empty()) e.copy_why = why.empty() ? "a kernel node could not be read" : why;
         continue;
@@ -835,7 +833,7 @@ void graph_exec_kernel_params_set(CUgraphExec exec, CUgraphNode node,
     fold_locked(*e);
     Node fresh;
     std::string why;
-    if (!node_from(node, *params, n.top_level, fresh, &why)) {
+    if (!node_from(node, *params, fresh, &why)) {
       give_up_locked(*e, "a kernel node was given parameters the shim cannot read");
       return;
     }
