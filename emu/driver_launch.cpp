@@ -227,9 +227,17 @@ CUresult execute_kernel(Registry& r, std::unique_lock<std::mutex>& lock, Handle 
   if (outcome.status == CUDA_SUCCESS) {
     ok = true;
     if (log_enabled(LogLevel::debug)) {
-      log(LogLevel::debug, "launch " + kernel->name() + ": " + std::to_string(outcome.modeled_ns) +
-                               " ns modeled, " + std::to_string(outcome.thread_instructions) +
-                               " thread instructions");
+      const ModeledCost& c = outcome.cost;
+      log(LogLevel::debug,
+          "launch " + kernel->name() + ": " + std::to_string(outcome.modeled_ns) +
+              " ns modeled, " + std::to_string(outcome.thread_instructions) +
+              " thread instructions; " + c.bound + "-bound, " + std::to_string(c.registers) +
+              (c.registers_assumed ? " registers (assumed), " : " registers, ") +
+              std::to_string(c.warps_per_sm) + " warps per SM (" + c.occupancy_limit + "), " +
+              std::to_string(c.waves) + " waves; ns: issue " + std::to_string(c.issue_ns) +
+              ", latency " + std::to_string(c.latency_ns) + ", L1 " + std::to_string(c.l1_ns) +
+              ", L2 " + std::to_string(c.l2_ns) + ", DRAM " + std::to_string(c.dram_ns) +
+              "; bytes: L2 " + std::to_string(c.l2_bytes) + ", DRAM " + std::to_string(c.dram_bytes));
     }
     return CUDA_SUCCESS;
   }

@@ -19,7 +19,8 @@ constexpr uint32_t k_target_arch = DeviceLimits::k_cc_major * 10 + DeviceLimits:
 
 // --- JIT options ---------------------------------------------------------------------------------
 
-// The JIT options whose results a program reads back: the info and error logs and the wall time.
+// The JIT options whose results a program reads back: the info and error logs and the wall time;
+// and those that change the registers ptxas allocates, which the cost model's occupancy follows.
 // Everything else (optimization level, target, cache mode, ...) has no meaning for an interpreter
 // and is accepted and ignored.
 struct JitLogs {
@@ -30,6 +31,7 @@ struct JitLogs {
   size_t error_size = 0;
   int error_index = -1;
   int wall_time_index = -1;
+  CompileOptions compile; // what changes the registers ptxas allocates (the cost model's)
 };
 
 CUresult parse_jit_options(unsigned count, const CUjit_option* options, void** values,
@@ -56,6 +58,12 @@ CUresult parse_jit_options(unsigned count, const CUjit_option* options, void** v
       break;
     case CU_JIT_WALL_TIME:
       logs.wall_time_index = static_cast<int>(i);
+      break;
+    case CU_JIT_MAX_REGISTERS:
+      logs.compile.max_registers = uint32_t(reinterpret_cast<uintptr_t>(values[i]));
+      break;
+    case CU_JIT_THREADS_PER_BLOCK:
+      logs.compile.threads_per_block = uint32_t(reinterpret_cast<uintptr_t>(values[i]));
       break;
     default:
       break;
@@ -109,7 +117,7 @@ Module& add_module(Registry& r, Context& ctx, std::shared_ptr<Program> program, 
 
 // Load `ptx` as a module of the current context (cuModuleLoad*).
 CUresult load_module(CUmodule* out, const std::string& ptx, const std::string& name,
-                     std::string* error_text) {
+                     std::string* error_text, const CompileOptions& options = {}) {
   Registry& r = registry();
   Handle ctx_handle = 0;
   {
@@ -119,7 +127,7 @@ CUresult load_module(CUmodule* out, const std::string& ptx, const std::string& n
     ctx_handle = ctx->handle;
   }
   // Parsing may take a while for large modules: other threads keep going meanwhile.
-  auto program = Program::load(ptx, name);
+  auto program = Program::load(ptx, name, nullptr, options);
   if (!program) {
     CUresult code = program.error().code != 0 ? static_cast<CUresult>(program.error().code)
                                               : CUDA_ERROR_INVALID_PTX;
@@ -138,7 +146,7 @@ CUresult load_module(CUmodule* out, const std::string& ptx, const std::string& n
 
 // The image loaders share this: the PTX, or why there is none.
 CUresult load_image(CUmodule* out, const void* image, size_t size, const std::string& what,
-                    std::string* error_text) {
+                    std::string* error_text, const CompileOptions& options = {}) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (out == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto ptx = image_ptx(image, size, what);
@@ -147,7 +155,7 @@ CUresult load_image(CUmodule* out, const void* image, size_t size, const std::st
     if (error_text != nullptr) *error_text = ptx.error().message;
     return static_cast<CUresult>(ptx.error().code);
   }
-  return load_module(out, *ptx, what, error_text);
+  return load_module(out, *ptx, what, error_text, options);
 }
 
 // The function of `mod` named `name`, creating its handle on first request.
@@ -270,7 +278,7 @@ CUresult load_library(CUlibrary* out, const void* image, size_t size, const std:
     error_text = ptx.error().message;
     return finish(static_cast<CUresult>(ptx.error().code));
   }
-  auto program = Program::load(*ptx, what);
+  auto program = Program::load(*ptx, what, nullptr, logs.compile);
   if (!program) {
     log(LogLevel::warn, what + ": cannot load: " + program.error().message);
     error_text = program.error().message;
@@ -484,7 +492,7 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigne
       return rc;
     std::string error_text;
     CUresult rc = load_image(module, image, hone::cuda::k_unknown_size, "cuModuleLoadDataEx image",
-                             &error_text);
+                             &error_text, logs.compile);
     if (numOptions > 0) write_jit_logs(logs, optionValues, error_text);
     return rc;
   });

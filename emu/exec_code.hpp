@@ -56,6 +56,16 @@ struct Addr {
 };
 
 // Operations the interpreter executes. Types and modifiers live in the instruction.
+// What a memory instruction reaches, for the cost model's latencies and traffic.
+enum MemClass : uint8_t {
+  k_mem_none,
+  k_mem_global,   // .global, or a generic address: decided per access
+  k_mem_shared,
+  k_mem_local,    // the thread's frame: L1
+  k_mem_constant, // .const: the constant cache
+  k_mem_param,    // kernel parameters: a constant-bank operand in SASS, no instruction of its own
+};
+
 enum class XOp : uint8_t {
   nop, mov, pack, unpack, add, sub, addc, subc, mul, mad, mul24, mad24, sad, div, rem, abs, neg,
   min, max, popc, clz, bfind, brev, bfe, bfi, bmsk, prmt, shf, shl, shr, and_, or_, xor_, not_,
@@ -100,7 +110,9 @@ struct Insn {
   bool guard_negated = false;
   uint32_t target = 0; // branch target; barrier id is a source
   uint32_t line = 0;   // PTX source line
-  uint32_t cost = 1;   // issue cycles per warp instruction (cost model)
+  uint32_t cost = 1;   // cost model: scheduler cycles per warp instruction (its pipe's rate)
+  uint16_t latency = 4; // cost model: cycles until its result may be used (memory: see MemClass)
+  uint8_t mclass = 0;  // cost model: MemClass of a memory instruction
   Src dst[4];
   Src src[4];
   Addr addr;

@@ -1,5 +1,7 @@
 #include "emu/exec_decode.hpp"
 
+#include "emu/cost_model.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -612,7 +614,7 @@ private:
   }
 
   void emit(Insn i) {
-    if (i.type == Type::f64) i.cost = std::max<uint32_t>(i.cost, 2);
+    cost::assign(i);
     if (m_dynamic_hit) {
       m_dynamic_patches.push_back(uint32_t(m_k.code.size()));
       m_dynamic_hit = false;
@@ -715,7 +717,6 @@ private:
     case Opcode::rem:
       reject_rest(in, md);
       simple(in, in.op == Opcode::div ? XOp::div : XOp::rem, 2, md);
-      m_k.code.back().cost = 8;
       return;
     case Opcode::abs:
     case Opcode::neg:
@@ -848,7 +849,6 @@ private:
           {Opcode::sin, XOp::sin}, {Opcode::cos, XOp::cos},   {Opcode::lg2, XOp::lg2},
           {Opcode::ex2, XOp::ex2}, {Opcode::tanh, XOp::tanh}};
       simple(in, t.at(in.op), 1, md);
-      m_k.code.back().cost = 4;
       return;
     }
     case Opcode::bra: {
@@ -1148,6 +1148,18 @@ private:
     emit(i);
   }
 
+  // What a load or store reaches, for the cost model: .const data sits in the constant cache,
+  // parameters are operands in SASS; generic addresses are global until an access says not.
+  static MemClass mem_class(ptx::Space space, AddrSpace resolved) {
+    if (space == ptx::Space::const_) return k_mem_constant;
+    switch (resolved) {
+    case AddrSpace::shared: return k_mem_shared;
+    case AddrSpace::local: return k_mem_local;
+    case AddrSpace::kparam: return k_mem_param;
+    default: return k_mem_global;
+    }
+  }
+
   void load_store(const ptx::Instruction& in, const Mods& md) {
     for (auto m : md.rest) {
       if (m != "v2" && m != "v4" && m != "v8") {
@@ -1175,6 +1187,7 @@ private:
     }
     if (store) i.nsrc = i.vec;
     else i.ndst = i.vec;
+    i.mclass = mem_class(in.space(), i.addr.space);
     emit(i);
   }
 
@@ -1204,7 +1217,7 @@ private:
     i.addr = addr(in.operands[first], in.space());
     i.nsrc = uint8_t(nsrc);
     for (size_t k = 0; k < nsrc; ++k) i.src[k] = src(in.operands[first + 1 + k], i.type);
-    i.cost = 4;
+    i.mclass = i.addr.space == AddrSpace::shared ? k_mem_shared : k_mem_global;
     emit(i);
   }
 
@@ -1304,7 +1317,6 @@ private:
 
   void warp_op(const ptx::Instruction& in, const Mods& md) {
     Insn i = base(in, XOp::nop, md);
-    i.cost = 2;
     switch (in.op) {
     case Opcode::shfl: {
       i.op = XOp::shfl;
@@ -1432,6 +1444,7 @@ private:
     i.src[2].slot = s.slot;
     i.src[3].kind = Src::Kind::imm;
     i.src[3].imm = uint64_t(s.offset);
+    i.mclass = k_mem_global;
     emit(i);
   }
 };

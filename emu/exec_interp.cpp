@@ -28,6 +28,10 @@ constexpr uint8_t k_sync_wait = 0xff; // Warp::bar of lanes waiting for a .sync 
 // sm_70+ independent thread scheduling guarantees every thread eventually makes progress.
 constexpr uint32_t k_spin_limit = 64;
 constexpr uint32_t k_rotate_steps = 64;
+// The cost model's per-block sector lists: compacted (sorted, distinct) from this size on; past
+// k_reuse_sectors distinct sectors (8 MiB, 32 times L1) a block is charged no L1 reuse.
+constexpr size_t k_compact_first = 1u << 14;
+constexpr size_t k_reuse_sectors = 1u << 18;
 
 struct Fault {
   int status;
@@ -115,6 +119,12 @@ struct BlockRunner::State {
     uint32_t spin = 0;           // backward branches in a row while diverged
     uint32_t rotate_above = 0;   // while rotate_steps: run the lowest group above this position
     uint32_t rotate_steps = 0;
+    // The cost model's timeline of this warp alone (cycles): the next issue slot, the end of the
+    // straight-line region it is in (instructions in one region issue as their operands become
+    // ready, as ptxas schedules them), and when its last instruction issued.
+    uint64_t seq = 0;
+    uint64_t region_end = 0;
+    uint64_t finish = 0;
   };
   struct Barrier {
     uint32_t arrived = 0;
@@ -122,6 +132,7 @@ struct BlockRunner::State {
     uint32_t red_true = 0;
     uint32_t red_slot = k_no_slot;
     uint8_t red_op = 0;
+    uint64_t last_arrival = 0; // cost model: the latest arrival in the arriving warps' timelines
   };
 
   LaunchShared& L;
@@ -144,6 +155,32 @@ struct BlockRunner::State {
   uint64_t sectors_scratch[k_lanes];
   int sector_count = 0;
 
+  // ---- cost model (emu/cost_model.hpp): what depends only on each warp's own work -------------
+  std::vector<uint64_t> ready;    // [warp][slot]: the cycle each register's value is ready
+  // [warp][history_sectors]: sectors it touched (tagged by block) and when their data arrives.
+  struct Remembered {
+    uint64_t tag = ~0ull;
+    uint64_t arrives = 0;
+  };
+  std::vector<Remembered> history;
+  uint64_t history_mask = 0;
+  uint64_t history_block = 0;     // tag of this block's entries (the low 20 bits of an entry)
+  uint64_t time_base = 0;         // where this block's timelines start: every earlier ready time is past
+  uint64_t horizon = 0;           // the latest ready time any instruction has set
+  std::vector<uint64_t> block_loads;  // the block's global load sectors (distinct per instruction)
+  std::vector<uint64_t> block_stores; // its stored and atomically updated sectors
+  size_t loads_compact_at = k_compact_first;
+  size_t stores_compact_at = k_compact_first;
+  uint64_t load_requests = 0;
+  uint64_t volatile_requests = 0; // of those, loads that bypass L1
+  bool loads_overflowed = false;  // its distinct load sectors exceed what is kept for L1 reuse
+  uint32_t shared_words[k_lanes * 4];
+  int shared_count = 0;
+  uint64_t local_bytes = 0;       // bytes of local memory the current instruction touched
+  bool param_touched = false;
+  uint16_t mem_latency = 0;       // the latency of the memory instruction just executed
+  uint64_t issue_at = 0;          // when the instruction being executed issues
+
   explicit State(LaunchShared& launch)
       : L(launch), k(*launch.kernel), threads(uint32_t(launch.block.count())),
         nwarps((threads + k_lanes - 1) / k_lanes),
@@ -156,6 +193,9 @@ struct BlockRunner::State {
     local.resize(size_t(threads) * k.local_bytes);
     shared.resize(shared_size);
     warps.resize(nwarps);
+    ready.resize(size_t(nwarps) * k.num_slots);
+    history_mask = std::max<uint32_t>(1, launch.history_sectors) - 1;
+    history.assign(size_t(nwarps) * (history_mask + 1), Remembered{});
   }
 
   uint64_t* R(uint32_t warp, uint32_t slot) {
@@ -269,6 +309,11 @@ struct BlockRunner::State {
                       addr, size, shared_size);
         fault(CUDA_ERROR_ILLEGAL_ADDRESS, buf, in, warp, lane);
       }
+      if (count_sector) {
+        for (uint64_t word = addr >> 2; word <= (addr + size - 1) >> 2; ++word) {
+          shared_words[shared_count++] = uint32_t(word);
+        }
+      }
       return shared.data() + addr;
     case AddrSpace::local: {
       if (addr > k.local_bytes || size > k.local_bytes - addr) {
@@ -280,6 +325,7 @@ struct BlockRunner::State {
         fault(CUDA_ERROR_ILLEGAL_ADDRESS, buf, in, warp, lane);
       }
       uint32_t t = warp * k_lanes + uint32_t(lane);
+      local_bytes += size;
       return local.data() + size_t(t) * k.local_bytes + addr;
     }
     case AddrSpace::kparam:
@@ -289,6 +335,7 @@ struct BlockRunner::State {
                     : "illegal address: read past the kernel parameters",
               in, warp, lane);
       }
+      param_touched = true;
       return const_cast<uint8_t*>(L.params) + addr;
     case AddrSpace::generic:
       break;
@@ -296,12 +343,134 @@ struct BlockRunner::State {
     return nullptr;
   }
 
-  void flush_sectors() {
-    if (sector_count == 0) return;
-    std::sort(sectors_scratch, sectors_scratch + sector_count);
-    res.memory_sectors += uint64_t(std::unique(sectors_scratch, sectors_scratch + sector_count) -
-                                   sectors_scratch);
-    sector_count = 0;
+  // Charges the memory instruction just executed by warp `widx` and sets its latency: global
+  // sectors (one L1 data-path cycle per 128-byte line, L1 reuse, L2 traffic), shared-memory
+  // words (one cycle per wavefront: the most distinct words any bank serves), local bytes.
+  enum class Access { load, store, atomic };
+  void flush_memory(const Insn& in, uint32_t widx, Access access) {
+    uint16_t lat = 0;
+    cost::BlockCost& c = res.cost;
+    if (sector_count) {
+      std::sort(sectors_scratch, sectors_scratch + sector_count);
+      const int n = int(std::unique(sectors_scratch, sectors_scratch + sector_count) -
+                        sectors_scratch);
+      res.memory_sectors += uint64_t(n);
+      uint64_t line = ~0ull;
+      for (int i = 0; i < n; ++i) {
+        if ((sectors_scratch[i] >> 2) != line) {
+          line = sectors_scratch[i] >> 2;
+          ++c.wavefronts;
+        }
+      }
+      if (access == Access::load) {
+        load_requests += uint64_t(n);
+        block_loads.insert(block_loads.end(), sectors_scratch, sectors_scratch + n);
+        if (block_loads.size() >= loads_compact_at) compact_loads();
+        if (in.flags & k_f_volatile) {
+          // Volatile, relaxed and acquire loads are performed at L2, the point of coherence:
+          // each one misses L1.
+          volatile_requests += uint64_t(n);
+          lat = cost::k_lat_miss;
+        } else {
+          // The warp waits for its slowest sector: an L1 hit if it touched it before, once the
+          // data it asked for then has arrived.
+          uint64_t arrives = issue_at + cost::k_lat_l1;
+          Remembered* h = &history[size_t(widx) * (history_mask + 1)];
+          for (int i = 0; i < n; ++i) {
+            const uint64_t s = sectors_scratch[i];
+            const uint64_t tag = (s << 20) | history_block;
+            Remembered& e = h[(s ^ (s >> 7)) & history_mask];
+            if (e.tag != tag) {
+              e.tag = tag;
+              e.arrives = issue_at + cost::k_lat_miss;
+            }
+            arrives = std::max(arrives, e.arrives);
+          }
+          lat = uint16_t(std::min<uint64_t>(arrives - issue_at, UINT16_MAX));
+        }
+      } else {
+        c.l2_sectors += uint64_t(n);
+        block_stores.insert(block_stores.end(), sectors_scratch, sectors_scratch + n);
+        if (block_stores.size() >= stores_compact_at) compact_stores();
+        lat = access == Access::atomic ? cost::k_lat_atomic_global : in.latency;
+      }
+      sector_count = 0;
+    }
+    if (shared_count) {
+      std::sort(shared_words, shared_words + shared_count);
+      const int n = int(std::unique(shared_words, shared_words + shared_count) - shared_words);
+      uint8_t per_bank[cost::k_banks] = {};
+      uint32_t wavefronts = 1;
+      for (int i = 0; i < n; ++i) {
+        wavefronts = std::max<uint32_t>(wavefronts, ++per_bank[shared_words[i] % cost::k_banks]);
+      }
+      c.wavefronts += wavefronts;
+      lat = std::max<uint16_t>(lat, access == Access::atomic
+                                        ? cost::k_lat_atomic_shared
+                                        : uint16_t(cost::k_lat_shared +
+                                                   cost::k_lat_shared_wavefront * (wavefronts - 1)));
+      shared_count = 0;
+    }
+    if (local_bytes) {
+      c.wavefronts += (local_bytes + 127) / 128;
+      lat = std::max(lat, cost::k_lat_l1);
+      local_bytes = 0;
+    }
+    if (param_touched) {
+      lat = std::max(lat, cost::k_lat_alu);
+      param_touched = false;
+    }
+    mem_latency = lat ? lat : in.latency;
+  }
+
+  // Keeps the block's sector lists distinct as they grow. Loads past k_reuse_sectors distinct
+  // sectors (far more than L1 holds) go to the launch's set at once, and the block is charged no
+  // L1 reuse: whether that happens depends on the set alone, never on the order of accesses.
+  void compact_loads() {
+    std::sort(block_loads.begin(), block_loads.end());
+    block_loads.erase(std::unique(block_loads.begin(), block_loads.end()), block_loads.end());
+    if (block_loads.size() > k_reuse_sectors) {
+      loads_overflowed = true;
+      res.cost.dram_read += L.sectors->add(block_loads, false);
+      block_loads.clear();
+    }
+    loads_compact_at = std::max(k_compact_first, block_loads.size() * 2);
+  }
+
+  void compact_stores() {
+    std::sort(block_stores.begin(), block_stores.end());
+    block_stores.erase(std::unique(block_stores.begin(), block_stores.end()), block_stores.end());
+    if (block_stores.size() > k_reuse_sectors) {
+      res.cost.dram_written += L.sectors->add(block_stores, true);
+      block_stores.clear();
+    }
+    stores_compact_at = std::max(k_compact_first, block_stores.size() * 2);
+  }
+
+  // At the end of a block: L1 reuse (loads of sectors the block already brought in, as far as
+  // its share of L1 holds them), first touches of the launch, and the block's longest path.
+  void finish_cost() {
+    cost::BlockCost& c = res.cost;
+    compact_loads();
+    compact_stores();
+    const uint64_t distinct = block_loads.size();
+    const uint64_t cached = load_requests - volatile_requests;
+    uint64_t hits = loads_overflowed || cached < distinct ? 0 : cached - distinct;
+    const uint64_t footprint = distinct * cost::k_sector_bytes;
+    if (hits && footprint > L.l1_bytes_per_block) {
+      hits = uint64_t((unsigned __int128)hits * L.l1_bytes_per_block / footprint);
+    }
+    c.load_sectors = load_requests;
+    c.load_hits = hits;
+    c.l2_sectors += load_requests - hits;
+    c.dram_read += L.sectors->add(block_loads, false);
+    c.dram_written += L.sectors->add(block_stores, true);
+    uint64_t end = time_base;
+    for (const Warp& w : warps) end = std::max({end, w.finish, w.region_end});
+    c.path = end - time_base;
+    // The next block on this runner starts past every ready time set so far, so that none of
+    // this block's registers (a load whose value was never used) can delay it.
+    time_base = std::max(end, horizon) + 1;
   }
 
   static uint64_t load_bytes(const uint8_t* p, uint32_t size, bool atomic_) {
@@ -364,9 +533,11 @@ struct BlockRunner::State {
     case Sreg::clock: return uint32_t(warps[warp].cycles);
     case Sreg::clock_hi: return uint32_t(warps[warp].cycles >> 32);
     case Sreg::clock64: return warps[warp].cycles;
-    case Sreg::globaltimer: return warps[warp].cycles * 1000 / 1755;
-    case Sreg::globaltimer_lo: return uint32_t(warps[warp].cycles * 1000 / 1755);
-    case Sreg::globaltimer_hi: return uint32_t((warps[warp].cycles * 1000 / 1755) >> 32);
+    case Sreg::globaltimer: return warps[warp].cycles * 1'000'000 / DeviceLimits::k_clock_khz;
+    case Sreg::globaltimer_lo:
+      return uint32_t(warps[warp].cycles * 1'000'000 / DeviceLimits::k_clock_khz);
+    case Sreg::globaltimer_hi:
+      return uint32_t((warps[warp].cycles * 1'000'000 / DeviceLimits::k_clock_khz) >> 32);
     case Sreg::total_smem_size:
     case Sreg::aggr_smem_size: return shared_size;
     case Sreg::dynamic_smem_size: return L.dynamic_shared_bytes;
@@ -410,11 +581,15 @@ struct BlockRunner::State {
         if (wp.bar[l] == b) m |= 1u << l;
       });
       if (!m) continue;
+      const uint64_t go = std::max({wp.seq, wp.region_end, br.last_arrival + cost::k_lat_barrier});
+      wp.seq = wp.region_end = go;
+      horizon = std::max(horizon, go);
       if (br.red_slot != k_no_slot) {
         Src d;
         d.kind = Src::Kind::reg;
         d.slot = br.red_slot;
         each(m, [&](int l) { wr(d, w, l, result); });
+        ready[size_t(w) * k.num_slots + br.red_slot] = go;
       }
       wp.waiting &= ~m;
     }
@@ -498,9 +673,10 @@ struct BlockRunner::State {
     uint32_t n = uint32_t(std::popcount(exec));
     res.warp_instructions += 1;
     res.thread_instructions += n;
-    res.issue_cycles += in.cost;
+    res.cost.issue += in.cost;
     w.cycles += in.cost;
     unflushed += n;
+    issue_at = issue_time(in, widx, w);
 
     switch (in.op) {
     case XOp::bra:
@@ -535,8 +711,57 @@ struct BlockRunner::State {
       advance(w, active | exec, pc + 1);
       break;
     }
+    retire(in, widx, w, exec);
     if (!w.converged) try_converge(w);
     if (w.converged) w.spin = w.rotate_steps = 0;
+  }
+
+  // ---- cost model: the warp's own timeline ------------------------------------------------------
+
+  // The earliest cycle `in` can issue: its slot in the warp's order, and every register it reads
+  // ready. Instructions of one straight-line region may issue out of order, as ptxas would
+  // schedule them; a branch, an exit or a barrier ends the region.
+  uint64_t issue_time(const Insn& in, uint32_t widx, const Warp& w) const {
+    const uint64_t* r = &ready[size_t(widx) * k.num_slots];
+    uint64_t t = w.seq;
+    for (const Src& s : in.src) {
+      if (s.kind == Src::Kind::reg) t = std::max(t, r[s.slot]);
+    }
+    if (in.addr.slot != k_no_slot) t = std::max(t, r[in.addr.slot]);
+    if (in.guard != k_no_slot) t = std::max(t, r[in.guard]);
+    if (k.carry_slot != k_no_slot &&
+        ((in.flags & k_f_carry_in) || in.op == XOp::addc || in.op == XOp::subc)) {
+      t = std::max(t, r[k.carry_slot]);
+    }
+    return t;
+  }
+
+  static bool is_memory(XOp op) {
+    return op == XOp::ld || op == XOp::st || op == XOp::atom || op == XOp::red ||
+           op == XOp::cp_async;
+  }
+
+  void retire(const Insn& in, uint32_t widx, Warp& w, uint32_t exec) {
+    const uint64_t t = issue_at;
+    // A barrier's own cost is in its arrival time (arrive()); the release sets where its warps
+    // go on, whichever of them arrived last.
+    const bool barrier = in.op == XOp::bar || in.op == XOp::bar_red;
+    if (!barrier || !exec) w.seq += in.cost;
+    w.region_end = std::max(w.region_end, barrier && exec ? w.seq : t + 1);
+    if (exec) {
+      uint64_t* r = &ready[size_t(widx) * k.num_slots];
+      const uint64_t done = t + (is_memory(in.op) ? mem_latency : in.latency);
+      horizon = std::max(horizon, done);
+      for (const Src& d : in.dst) {
+        if (d.kind == Src::Kind::reg) r[d.slot] = done;
+      }
+      if ((in.flags & k_f_cc) && k.carry_slot != k_no_slot) r[k.carry_slot] = done;
+    }
+    if (in.op == XOp::bra || in.op == XOp::exit) {
+      const uint64_t start = std::max(w.region_end, w.seq);
+      w.seq = w.region_end = start;
+      if (in.op == XOp::exit && exec) w.finish = std::max(w.finish, start);
+    }
   }
 
   static bool is_warp_sync(XOp op) {
@@ -598,6 +823,7 @@ struct BlockRunner::State {
     w.waiting |= exec;
     each(exec, [&](int l) { w.bar[l] = uint8_t(id); });
     b.arrived += uint32_t(std::popcount(exec));
+    b.last_arrival = std::max({b.last_arrival, w.region_end, w.seq + in.cost, issue_at + 1});
     if (red) {
       b.red_op = in.mode2;
       b.red_slot = in.dst[0].slot;
@@ -622,6 +848,7 @@ struct BlockRunner::State {
       w.converged = true;
       w.cpc = 0;
       w.cycles = 0;
+      w.seq = w.region_end = w.finish = time_base;
     }
     exited = 0;
     for (auto& b : bars) b = Barrier{};
@@ -1262,7 +1489,7 @@ void BlockRunner::State::exec_memory(const Insn& in, uint32_t widx, uint32_t exe
       }
       if (n < cp) std::memset(d + n, 0, cp - n);
     });
-    flush_sectors();
+    flush_memory(in, widx, Access::load);
     return;
   }
   if (in.op == XOp::ld) {
@@ -1282,7 +1509,7 @@ void BlockRunner::State::exec_memory(const Insn& in, uint32_t widx, uint32_t exe
       }
     });
   }
-  flush_sectors();
+  flush_memory(in, widx, in.op == XOp::ld ? Access::load : Access::store);
 }
 
 namespace {
@@ -1385,7 +1612,7 @@ void BlockRunner::State::exec_atomic(const Insn& in, uint32_t widx, uint32_t exe
     }
     if (in.op == XOp::atom) wr(in.dst[0], widx, l, old);
   });
-  flush_sectors();
+  flush_memory(in, widx, Access::atomic);
 }
 
 void BlockRunner::State::exec_warp(const Insn& in, uint32_t widx, uint32_t exec) {
@@ -1514,6 +1741,19 @@ BlockResult BlockRunner::run(uint64_t block_linear) {
   std::fill(s.local.begin(), s.local.end(), 0);
   std::fill(s.shared.begin(), s.shared.end(), 0);
   s.sector_count = 0;
+  s.shared_count = 0;
+  s.local_bytes = 0;
+  s.param_touched = false;
+  s.block_loads.clear();
+  s.block_stores.clear();
+  s.loads_compact_at = s.stores_compact_at = k_compact_first;
+  s.load_requests = 0;
+  s.volatile_requests = 0;
+  s.loads_overflowed = false;
+  if (++s.history_block == (1u << 20)) {
+    std::fill(s.history.begin(), s.history.end(), State::Remembered{});
+    s.history_block = 1;
+  }
   // PTX arithmetic assumes the default floating-point environment, whatever the application set.
   sem::FpEnvGuard fp_env;
   try {
@@ -1530,6 +1770,7 @@ BlockResult BlockRunner::run(uint64_t block_linear) {
       s.res.message = buf;
     }
     s.flush_budget();
+    s.finish_cost();
   } catch (const Fault& f) {
     s.res.status = f.status;
     s.res.message = f.message;

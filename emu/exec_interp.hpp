@@ -6,6 +6,7 @@
 // meet. Barriers count threads (sm_70+ semantics); threads that exited count as arrived.
 #pragma once
 
+#include "emu/cost_model.hpp"
 #include "emu/exec_code.hpp"
 #include "emu/memory.hpp"
 #include "emu/program.hpp"
@@ -40,6 +41,10 @@ struct LaunchShared {
   uint64_t grid_workspace = 0;           // cooperative launches: the grid barrier's memory
   std::atomic<uint64_t> instructions{0}; // thread-instructions executed so far, all blocks
   std::atomic<bool> abort{false};        // a block failed: others stop early
+  // The cost model's view of the launch (emu/cost_model.hpp).
+  cost::SectorSet* sectors = nullptr;    // the distinct global sectors read and written
+  uint32_t l1_bytes_per_block = 0;       // L1 a block may keep its data in
+  uint32_t history_sectors = 16;         // per warp: the sectors it remembers for L1 latency (2^n)
 };
 
 struct BlockResult {
@@ -47,8 +52,8 @@ struct BlockResult {
   std::string message;
   uint64_t warp_instructions = 0;
   uint64_t thread_instructions = 0;
-  uint64_t issue_cycles = 0;  // cost model: issue cycles of every warp instruction
-  uint64_t memory_sectors = 0; // cost model: 32-byte global sectors touched
+  uint64_t memory_sectors = 0; // 32-byte global sectors touched, distinct per warp instruction
+  cost::BlockCost cost;
 };
 
 // Runs blocks one after another on one host thread, reusing its buffers.

@@ -1,8 +1,11 @@
 // Program::load and Kernel::launch: module variables, launch checks, blocks on the pool, and the
 // cost model (emu/README.md, "Cost model: kernels").
+#include "emu/cost_model.hpp"
 #include "emu/exec_decode.hpp"
 #include "emu/exec_interp.hpp"
 #include "emu/exec_pool.hpp"
+#include "emu/kernel_registers.hpp"
+#include "emu/log.hpp"
 #include "emu/memory.hpp"
 #include "emu/program.hpp"
 #include "ptx/parser.hpp"
@@ -26,9 +29,6 @@ namespace {
 constexpr uint64_t k_grid_workspace_bytes = 256;
 
 constexpr uint64_t k_default_budget = 10'000'000'000ull;
-constexpr uint64_t k_launch_overhead_cycles = 4000;
-constexpr uint64_t k_schedulers_per_sm = 4;
-constexpr uint64_t k_sector_cycles_x2 = 3; // 1.5 cycles per 32-byte sector per SM
 
 uint64_t default_budget() {
   static const uint64_t budget = [] {
@@ -82,15 +82,45 @@ private:
   uint64_t m_keys[4] = {};
 };
 
+// The registers of a module's kernels, compiled once, when a kernel first needs them.
+class ModuleResources {
+public:
+  ModuleResources(std::string ptx, const CompileOptions& options)
+      : m_ptx(std::move(ptx)), m_options(options) {}
+
+  // Registers per thread of `kernel`, and whether ptxas said so (otherwise assumed).
+  std::pair<uint32_t, bool> registers(const std::string& kernel) {
+    std::call_once(m_once, [&] {
+      m_registers = kernel_registers(m_ptx, m_options);
+      m_ptx.clear();
+      m_ptx.shrink_to_fit();
+      if (!m_registers.error.empty()) {
+        log(LogLevel::warn, "cost model: no register counts for a module (" + m_registers.error +
+                                "); assuming " + std::to_string(k_fallback_registers) +
+                                " registers per thread");
+      }
+    });
+    auto it = m_registers.by_kernel.find(kernel);
+    if (it == m_registers.by_kernel.end()) return {k_fallback_registers, false};
+    return {it->second, true};
+  }
+
+private:
+  std::string m_ptx;
+  CompileOptions m_options;
+  std::once_flag m_once;
+  ModuleRegisters m_registers;
+};
+
 class KernelImpl final : public Kernel {
 public:
-  KernelImpl(CompiledKernel code) : m_code(std::move(code)) {
+  KernelImpl(CompiledKernel code, std::shared_ptr<ModuleResources> resources)
+      : m_code(std::move(code)), m_resources(std::move(resources)) {
     for (size_t i = 0; i < m_code.param_offsets.size(); ++i) {
       m_params.push_back({m_code.param_offsets[i], m_code.param_sizes[i]});
     }
     m_attrs.static_shared_bytes = m_code.static_shared_bytes;
     m_attrs.local_bytes = m_code.local_bytes;
-    m_attrs.num_regs = std::min<uint32_t>(255, std::max<uint32_t>(16, m_code.num_slots));
     m_attrs.ptx_version = m_code.ptx_version;
     m_attrs.max_dynamic_shared_bytes =
         DeviceLimits::k_shared_per_block > m_code.static_shared_bytes
@@ -114,7 +144,10 @@ public:
   const std::string& name() const override { return m_code.name; }
   const std::vector<ParamSlot>& params() const override { return m_params; }
   uint32_t param_bytes() const override { return m_code.param_bytes; }
-  KernelAttributes& attributes() override { return m_attrs; }
+  KernelAttributes& attributes() override {
+    m_attrs.num_regs = m_resources->registers(m_code.name).first;
+    return m_attrs;
+  }
 
   LaunchOutcome launch(const LaunchRequest& r) override {
     LaunchOutcome out;
@@ -190,15 +223,27 @@ public:
     shared.schedule_seed = r.schedule_seed;
 
     const uint64_t blocks = g.count();
+    const auto [registers, from_ptxas] = m_resources->registers(m_code.name);
+    const uint32_t shared_bytes =
+        r.dynamic_shared_bytes
+            ? uint32_t((uint64_t(m_code.static_shared_bytes) + m_code.dynamic_shared_align - 1) /
+                           m_code.dynamic_shared_align * m_code.dynamic_shared_align +
+                       r.dynamic_shared_bytes)
+            : m_code.static_shared_bytes;
+    const cost::Occupancy occupancy = cost::occupancy(uint32_t(b.count()), registers, shared_bytes);
+    cost::SectorSet sectors;
+    cost::LaunchModel model(blocks, occupancy);
+    shared.sectors = &sectors;
+    shared.l1_bytes_per_block = occupancy.l1_bytes_per_block;
+    // Each warp remembers about its share of the block's L1, in sectors (a power of two).
+    const uint64_t per_warp = occupancy.l1_bytes_per_block / cost::k_sector_bytes /
+                              occupancy.warps_per_block;
+    shared.history_sectors =
+        uint32_t(std::bit_floor(std::clamp<uint64_t>(per_warp, 16, 4096)));
     // A cooperative grid's blocks wait for each other at grid barriers: all of them run at once,
     // one host thread each (the driver checked that the grid fits the device at once).
     const unsigned workers = r.cooperative ? unsigned(blocks) : pool_workers();
     std::vector<std::unique_ptr<BlockRunner>> runners(workers);
-    struct Cost {
-      uint64_t issue = 0;
-      uint64_t sectors = 0;
-    };
-    std::vector<Cost> sm(DeviceLimits::k_sm_count);
     std::mutex merge;
     uint64_t fail_block = UINT64_MAX;
     BlockResult failure;
@@ -231,9 +276,7 @@ public:
       } else if (!br.message.empty() || br.warp_instructions) {
         // a block stopped because another failed leaves status 0 and no message
       }
-      Cost& c = sm[i % DeviceLimits::k_sm_count];
-      c.issue += br.issue_cycles;
-      c.sectors += br.memory_sectors;
+      model.add(i, br.cost);
       out.warp_instructions += br.warp_instructions;
       out.thread_instructions += br.thread_instructions;
       out.memory_sectors += br.memory_sectors;
@@ -260,19 +303,29 @@ public:
       out.status = failure.status;
       out.message = failure.message;
     }
-    uint64_t cycles = 0;
-    for (const auto& c : sm) {
-      uint64_t issue = (c.issue + k_schedulers_per_sm - 1) / k_schedulers_per_sm;
-      uint64_t mem = (c.sectors * k_sector_cycles_x2 + 1) / 2;
-      cycles = std::max(cycles, std::max(issue, mem));
-    }
-    cycles += k_launch_overhead_cycles;
-    out.modeled_ns = cycles * 1'000'000 / DeviceLimits::k_clock_khz;
+    const cost::Breakdown m = model.finish(registers, from_ptxas);
+    out.modeled_ns = cost::cycles_to_ns(m.total_cycles);
+    ModeledCost& mc = out.cost;
+    mc.registers = registers;
+    mc.registers_assumed = !from_ptxas;
+    mc.blocks_per_sm = occupancy.blocks_per_sm;
+    mc.warps_per_sm = occupancy.blocks_per_sm * occupancy.warps_per_block;
+    mc.occupancy_limit = occupancy.limit;
+    mc.waves = m.waves;
+    mc.issue_ns = cost::cycles_to_ns(m.issue_cycles);
+    mc.latency_ns = cost::cycles_to_ns(m.path_cycles);
+    mc.l1_ns = cost::cycles_to_ns(m.l1_cycles);
+    mc.l2_ns = cost::cycles_to_ns(m.l2_cycles);
+    mc.dram_ns = cost::cycles_to_ns(m.dram_cycles);
+    mc.l2_bytes = m.l2_bytes;
+    mc.dram_bytes = m.dram_bytes;
+    mc.bound = m.bound;
     return out;
   }
 
 private:
   CompiledKernel m_code;
+  std::shared_ptr<ModuleResources> m_resources;
   std::vector<ParamSlot> m_params;
   KernelAttributes m_attrs;
   std::optional<std::array<int64_t, 3>> m_reqntid;
@@ -286,15 +339,17 @@ public:
     }
   }
 
-  Result<void> init(std::string_view ptx, std::string_view name, const ManagedSymbols* shared) {
+  Result<void> init(std::string_view ptx, std::string_view name, const ManagedSymbols* shared,
+                    const CompileOptions& options) {
     auto parsed = ptx::parse(ptx, name);
     if (!parsed) return make_error(parsed.error().message, CUDA_ERROR_INVALID_PTX);
     m_module = std::move(*parsed);
     if (auto r = allocate_variables(shared); !r) return r;
     SymbolAddresses addresses;
     for (const auto& [n, g] : m_globals) addresses[n] = g.address;
+    auto resources = std::make_shared<ModuleResources>(std::string(ptx), options);
     for (const auto* f : m_module.entries()) {
-      auto k = std::make_unique<KernelImpl>(decode_kernel(m_module, *f, addresses));
+      auto k = std::make_unique<KernelImpl>(decode_kernel(m_module, *f, addresses), resources);
       const ptx::FuncDirective* maxntid = f->directive("maxntid");
       const ptx::FuncDirective* reqntid = f->directive("reqntid");
       auto dims = [](const ptx::FuncDirective* d) -> std::optional<std::array<int64_t, 3>> {
@@ -417,10 +472,11 @@ private:
 } // namespace
 
 Result<std::shared_ptr<Program>> Program::load(std::string_view ptx, std::string_view name,
-                                               const ManagedSymbols* shared) {
+                                               const ManagedSymbols* shared,
+                                               const CompileOptions& options) {
   try {
     auto p = std::make_shared<ProgramImpl>();
-    if (auto r = p->init(ptx, name, shared); !r) return r.error();
+    if (auto r = p->init(ptx, name, shared, options); !r) return r.error();
     return std::shared_ptr<Program>(std::move(p));
   } catch (const std::bad_alloc&) {
     return make_error("out of host memory loading " + std::string(name), CUDA_ERROR_OUT_OF_MEMORY);

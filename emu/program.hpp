@@ -39,7 +39,7 @@ struct DeviceLimits {
   static constexpr uint32_t k_const_bytes = 64 * 1024;
   static constexpr uint32_t k_regs_per_block = 65536;
   static constexpr uint32_t k_max_threads_per_sm = 2048;
-  static constexpr uint32_t k_clock_khz = 1755000;
+  static constexpr uint32_t k_clock_khz = 1980000;
   static constexpr uint32_t k_cc_major = 9;
   static constexpr uint32_t k_cc_minor = 0;
 };
@@ -81,6 +81,25 @@ struct LaunchRequest {
   bool cooperative = false;
 };
 
+// Where a launch's modeled time goes (emu/README.md, "Cost model: kernels"): the terms the model
+// took the time from, each as if it alone bounded the kernel.
+struct ModeledCost {
+  uint32_t registers = 0;          // per thread, from ptxas for sm_90
+  bool registers_assumed = false;  // ptxas gave none (nvJitLink missing, or it rejected the PTX)
+  uint32_t blocks_per_sm = 0;      // resident blocks per SM (occupancy)
+  uint32_t warps_per_sm = 0;
+  std::string occupancy_limit;     // "registers", "shared memory", "warps" or "blocks"
+  uint64_t waves = 0;              // waves of resident blocks on the busiest SM
+  uint64_t issue_ns = 0;           // that SM's schedulers
+  uint64_t latency_ns = 0;         // its warps' longest dependent paths, wave after wave
+  uint64_t l1_ns = 0;              // its L1/shared-memory data path
+  uint64_t l2_ns = 0;              // device-wide L2 traffic at the L2's bandwidth
+  uint64_t dram_ns = 0;            // device-wide DRAM traffic at HBM bandwidth
+  uint64_t l2_bytes = 0;
+  uint64_t dram_bytes = 0;
+  std::string bound;               // the largest term: "issue", "latency", "L1", "L2" or "DRAM"
+};
+
 struct LaunchOutcome {
   int status = 0;           // a CUresult: 0, or the error the launch ended with
   std::string message;      // for errors: kernel, PTX line, thread, address
@@ -88,6 +107,7 @@ struct LaunchOutcome {
   uint64_t warp_instructions = 0;
   uint64_t thread_instructions = 0;
   uint64_t memory_sectors = 0;
+  ModeledCost cost;
 };
 
 class Program;
@@ -113,6 +133,13 @@ struct GlobalSymbol {
 // Module variables declared `.attribute(.managed)`, by name.
 using ManagedSymbols = std::map<std::string, GlobalSymbol, std::less<>>;
 
+// JIT options that change how ptxas allocates registers (cuModuleLoadDataEx, cuLibraryLoadData):
+// the cost model's occupancy follows them, as a GPU's does. 0: not given.
+struct CompileOptions {
+  uint32_t max_registers = 0;     // CU_JIT_MAX_REGISTERS
+  uint32_t threads_per_block = 0; // CU_JIT_THREADS_PER_BLOCK
+};
+
 class Program {
 public:
   virtual ~Program() = default;
@@ -122,7 +149,8 @@ public:
   // which must outlive this one. Errors carry a CUresult code: CUDA_ERROR_INVALID_PTX for text that
   // does not parse, CUDA_ERROR_NOT_SUPPORTED for an instruction the executor cannot run.
   static Result<std::shared_ptr<Program>> load(std::string_view ptx, std::string_view name,
-                                                const ManagedSymbols* shared = nullptr);
+                                                const ManagedSymbols* shared = nullptr,
+                                                const CompileOptions& options = {});
 
   // The entry named `name`, or nullptr.
   virtual Kernel* kernel(std::string_view name) = 0;

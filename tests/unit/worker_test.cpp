@@ -101,6 +101,25 @@ extern "C" __global__ void sign_flags(const float* x, int* flags, int n)
     if (i < n) flags[i] = x[i] > 0.0f ? 1 : -1;
 }
 
+// A latency-bound walk: each warp follows a chain of dependent loads through a table, one sector
+// per load, with 64 loop-invariant salts that ptxas keeps in registers when it may (78 per thread
+// for sm_90) and recomputes where they are used under a limit of 32, without spilling.
+extern "C" __global__ void chase(const unsigned* table, unsigned mask, unsigned steps, unsigned* out)
+{
+    unsigned tid = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned warp = tid / 32;
+    unsigned salt[64];
+#pragma unroll
+    for (unsigned c = 0; c < 64; ++c) salt[c] = warp ^ (c * 0x9E3779B9u);
+    unsigned p = (warp * 2654435761u) & mask;
+#pragma unroll 1
+    for (unsigned s = 0; s < steps; ++s) {
+#pragma unroll
+        for (int c = 0; c < 64; ++c) p = table[(p + salt[c]) & mask];
+    }
+    out[tid] = p;
+}
+
 // Follows a pointer stored in a buffer: table[0] points into src's allocation.
 extern "C" __global__ void gather(const float* const* table, const float* src, float* out, int n)
 {
@@ -493,7 +512,11 @@ TEST_F(WorkerTest, SaysHelloAsAWorkerWithTheDevice) {
 }
 
 TEST_F(WorkerTest, FasterCorrectCandidateIsVerified) {
-  auto cap = scale_capture("scale_slow");
+  // Enough blocks to fill every SM: the original's four volatile loads per element (each one
+  // performed at L2) then cost L2 bandwidth, where with a few blocks both kernels would only wait
+  // out the same load latency.
+  const int n = 1 << 20;
+  auto cap = scale_capture("scale_slow", n, 132 * 16);
   const char* fast = R"(
 extern "C" __global__ void scale_fast(float a, const float* __restrict__ x, float* __restrict__ y, int n)
 {
@@ -528,9 +551,9 @@ extern "C" __global__ void scale_fast(float a, const float* __restrict__ x, floa
   EXPECT_EQ(allocs[0]["poisoned_bytes"], 0);
   EXPECT_EQ(allocs[1]["param"], 2);
   EXPECT_EQ(allocs[1]["role"], "output");
-  EXPECT_EQ(allocs[1]["poisoned_bytes"], 16384 * 4);
+  EXPECT_EQ(allocs[1]["poisoned_bytes"], n * 4);
   EXPECT_EQ(allocs[1]["dtype"], "f32");
-  EXPECT_EQ(allocs[1]["compared_bytes"], 16384 * 4);
+  EXPECT_EQ(allocs[1]["compared_bytes"], n * 4);
   EXPECT_GE(allocs[1]["guard_bytes"].get<uint64_t>(), 4096u);
 }
 
@@ -542,6 +565,29 @@ TEST_F(WorkerTest, IdenticalReJitIsNotFaster) {
   ASSERT_EQ(v.kind, VerdictKind::not_faster) << describe(v);
   EXPECT_DOUBLE_EQ(v.speedup, 1.0);
   EXPECT_NE(v.message.find("1.00x"), std::string::npos) << v.message;
+}
+
+// On a latency-bound kernel, a register limit that raises occupancy is faster: the emulated
+// device's occupancy follows the registers ptxas allocates under the JIT option, as a GPU's does.
+TEST_F(WorkerTest, RegisterLimitOnALatencyBoundKernelIsVerifiedFaster) {
+  Emu& emu = Emu::get();
+  std::vector<uint32_t> words(1 << 20);
+  uint64_t state = 7;
+  for (auto& w : words) w = uint32_t((state = state * 6364136223846793005ull + 1) >> 33);
+  uint64_t table = emu.upload(words);
+  // 78 registers: 6 blocks of 128 per SM, two waves; at 32 registers 16 blocks fit, one wave.
+  const uint32_t blocks = 132 * 7, threads = 128;
+  uint64_t out = emu.upload(std::vector<uint32_t>(size_t(blocks) * threads, 0));
+  Launch l;
+  l.grid = {blocks, 1, 1};
+  l.block = {threads, 1, 1};
+  l.ptr(table).scalar(uint32_t(words.size() - 1)).scalar(1u).ptr(out);
+  auto cap = capture("chase", l);
+  Job job = make_job("chase", CandidateKind::ptx, originals_ptx(), "chase", {&cap});
+  job.jit_options = {"MAX_REGISTERS=32"};
+  Verdict v = worker().run(job, data_of({&cap}));
+  ASSERT_EQ(v.kind, VerdictKind::verified) << describe(v);
+  EXPECT_GT(v.speedup, 1.5) << describe(v);
 }
 
 TEST_F(WorkerTest, WrongResultIsAMismatchNamingBufferIndexAndValues) {
