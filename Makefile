@@ -67,6 +67,7 @@ demo: build
 bench: build
 	$(BUILD)/bin/hone-bench-ptx-parse
 	$(BUILD)/bin/hone-bench-emu
+	LD_LIBRARY_PATH=$(BUILD)/lib/emu $(BUILD)/bin/hone-bench-model-pairs
 	$(BUILD)/bin/hone-bench-shim-launch
 	$(BUILD)/bin/hone-bench-graph-launch
 	$(BUILD)/bin/hone-bench-status

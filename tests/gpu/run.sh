@@ -4,7 +4,8 @@
 # (../shared/gpu/bundle.sh build .gpu) sourced, carrying the runtime-API corpus and the emulated
 # device too, so that both runtimes' traces are taken on the same machine:
 #
-#   carry: [".gpu", "build/tests/runtime", "build/tests/apps", "build/lib/emu"]
+#   carry: [".gpu", "build/tests/runtime", "build/tests/apps", "build/lib/emu",
+#           "build/bench/model_pairs.ptx"]
 #   source .gpu/env.sh && tests/gpu/run.sh
 #
 # 1. The GPU: nvidia-smi.
@@ -20,6 +21,11 @@
 #    and under the shim with a honed swapping the kernel inside the graphs (results must hold).
 # 5. `make demo`'s script against the real driver: honed validating every built-in strategy's
 #    candidates on the GPU with device events, and swapping the verified faster ones.
+# 6. The cost model against the GPU: hone-bench-model-pairs (bench/model_pairs.cu) with event
+#    timing on the GPU (--reps 20) and, when build/lib/emu is carried, on the emulated device on the
+#    same machine; per kernel both times, per pair whether the GPU's direction is the one each of
+#    them gives, and the Spearman rank correlation of the model's times with the GPU's.
+#    Carry "build/bench/model_pairs.ptx" too.
 #
 # Logs go to $OUT (default /tmp/hone-gpu); the end of the output is a short summary. Each part has
 # its own time limit, so one that hangs does not take the others with it.
@@ -185,5 +191,62 @@ echo "  exit $demo (0: results unchanged, swaps as listed)"
 grep -E '^  (verdict +jobs? |swap +|serving +)' "$out/demo.log" | sed 's/  */ /g' | tail -40
 grep -E 'fingerprint_changes|device time of one step|demo (ok|FAILED)' "$out/demo.log"
 [ $demo -eq 0 ] || failures=$((failures + 1))
+echo "== cost model: optimization pairs on the GPU and on the emulated device"
+pairs=$bundle/bin/hone-bench-model-pairs
+pairs_ptx=$root/build/bench/model_pairs.ptx
+if [ -x "$pairs" ] && [ -f "$pairs_ptx" ]; then
+  timeout 300 "$pairs" --ptx "$pairs_ptx" --reps 20 --json >"$out/pairs-gpu.txt" 2>&1
+  gpu_rc=$?
+  sed -n '1,/^10 pairs\|pairs:/p' "$out/pairs-gpu.txt" | grep -v '^{' | head -30
+  if [ -d "$emu" ]; then
+    LD_LIBRARY_PATH=$emu timeout 300 "$pairs" --ptx "$pairs_ptx" --json >"$out/pairs-model.txt" 2>&1
+    python3 - "$out/pairs-gpu.txt" "$out/pairs-model.txt" <<'PY' | tee "$out/pairs-compare.txt"
+import json, sys
+def load(path):
+    for line in reversed(open(path).read().splitlines()):
+        if line.startswith('{'):
+            return json.loads(line)
+    raise SystemExit(f"{path}: no JSON line")
+gpu, model = load(sys.argv[1]), load(sys.argv[2])
+times = {}
+for side, doc in (("gpu", gpu), ("model", model)):
+    for p in doc.get("pairs", []):
+        times.setdefault(p["a_kernel"], {})[side] = p["a_us"]
+        times.setdefault(p["b_kernel"], {})[side] = p["b_us"]
+both = [(k, v["gpu"], v["model"]) for k, v in times.items() if "gpu" in v and "model" in v]
+def ranks(xs):
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    r = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2.0
+        i = j + 1
+    return r
+print(f"{'kernel':28} {'GPU us':>10} {'model us':>10}")
+for k, g, m in sorted(both, key=lambda t: t[1]):
+    print(f"{k:28} {g:10.2f} {m:10.2f}")
+rg, rm = ranks([b[1] for b in both]), ranks([b[2] for b in both])
+n = len(both)
+mg, mm = sum(rg) / n, sum(rm) / n
+cov = sum((a - mg) * (b - mm) for a, b in zip(rg, rm))
+var = (sum((a - mg) ** 2 for a in rg) * sum((b - mm) ** 2 for b in rm)) ** 0.5
+print(f"Spearman rank correlation over {n} kernels: {cov / var:.3f}")
+gp = {p["pair"]: p for p in gpu.get("pairs", [])}
+for p in model.get("pairs", []):
+    g = gp.get(p["pair"])
+    if g:
+        print(f"{p['pair']:14} GPU A/B {g['ratio']:.3f} ({g['measured']}), model {p['ratio']:.3f} "
+              f"({p['measured']}): {'agree' if g['measured'] == p['measured'] else 'DISAGREE'}")
+PY
+  fi
+  [ $gpu_rc -eq 0 ] || failures=$((failures + 1))
+else
+  echo "  $pairs or $pairs_ptx not carried: skipped"
+fi
+
 echo "== $failures failure(s)"
 [ $failures -eq 0 ]
