@@ -9,8 +9,8 @@
 // strategies), which is what `honectl status --json` prints, and the application's own checks.
 //
 // Speedups are the validation worker's: medians of the emulated device's modeled time (its cost
-// model, emu/README.md), original against candidate on captured launches — a measure of work,
-// not a prediction for a GPU. Prints the table and the application's step time before and after;
+// model, emu/README.md: an analytical Hopper model), original against candidate on captured
+// launches. Prints the table and the application's step time before and after;
 // asserts nothing about speed. Exit status 1 only when something failed: honed did not start, or
 // the application reported a mismatch (hone changed its results) or an error.
 #include "daemon_process.hpp"

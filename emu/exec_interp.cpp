@@ -855,8 +855,9 @@ struct BlockRunner::State {
     // The schedule: warps take turns in index order, k_slice steps each, unless a seed varies it
     // (LaunchRequest::schedule_seed): then a seeded permutation of the warps, started at a seeded
     // rotation each round, with turns of k_slice/8 to k_slice steps. Which warp runs when never
-    // changes what a race-free block computes, nor its cost (issue cycles and sectors are sums
-    // over the instructions each warp executes; only a warp that spins executes more or less).
+    // changes what a race-free block computes, nor its cost (sums over the instructions each warp
+    // executes, each warp's own timeline, sets of sectors; only a warp that spins executes more or
+    // less).
     uint64_t rng = 0;
     const bool varied = L.schedule_seed != 0;
     if (varied) {
