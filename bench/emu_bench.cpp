@@ -3,7 +3,7 @@
 // Every corpus kernel (nvcc PTX for sm_90) runs its largest checked shape, scaled up, through the
 // driver API with the launchers of tests/support/corpus_launch.hpp (outputs still checked). The
 // emulated driver reports each launch's thread-instructions and modeled time in its debug log
-// (HONE_EMU_LOG=debug: "launch <kernel>: <ns> ns modeled, <n> thread instructions"); this program
+// (HONE_EMU_LOG=debug: "launch <kernel>: <ns> ns modeled, <n> thread instructions; ..."); this program
 // turns its own stderr into that log and reads it back. On a real driver those columns stay empty.
 //
 //   hone-bench-emu [SCALE] [MIN_SECONDS]   (defaults 8 and 0.2: element-count multiplier, and the
@@ -17,6 +17,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -65,11 +66,13 @@ public:
     while (std::fgets(line, sizeof line, m_file)) {
       m_offset += std::strlen(line);
       unsigned long long ns = 0, instructions = 0;
-      const char* colon = std::strstr(line, ": ");
+      // "launch <kernel>: <ns> ns modeled, <n> thread instructions; <the model's terms>"
       const char* launch = std::strstr(line, "hone-emu: launch ");
-      if (launch && colon &&
-          std::sscanf(std::strrchr(line, ':') + 1, " %llu ns modeled, %llu thread instructions",
-                      &ns, &instructions) == 2) {
+      const char* modeled = launch ? std::strstr(launch, " ns modeled, ") : nullptr;
+      const char* number = modeled;
+      while (number && number > launch && std::isdigit(static_cast<unsigned char>(number[-1]))) --number;
+      if (modeled && number < modeled &&
+          std::sscanf(number, "%llu ns modeled, %llu thread instructions", &ns, &instructions) == 2) {
         ++c.launches;
         c.thread_instructions += instructions;
         c.modeled_ns += ns;
