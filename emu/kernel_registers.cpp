@@ -96,8 +96,14 @@ ModuleRegisters kernel_registers(std::string_view ptx, const CompileOptions& opt
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipefd[1], 1);
   posix_spawn_file_actions_adddup2(&actions, pipefd[1], 2);
+  // The application's environment, but no preloaded library (libhone.so has no business in ptxas).
+  std::vector<char*> env;
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env.push_back(*e);
+  }
+  env.push_back(nullptr);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, ptxas.c_str(), &actions, nullptr, argv.data(), environ);
+  int rc = posix_spawnp(&pid, ptxas.c_str(), &actions, nullptr, argv.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   close(pipefd[1]);
   if (rc != 0) {
