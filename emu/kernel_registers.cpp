@@ -1,13 +1,19 @@
 #include "emu/kernel_registers.hpp"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <vector>
 
@@ -48,6 +54,97 @@ void parse(const std::string& report, ModuleRegisters& out) {
   }
 }
 
+// --- the report cache ----------------------------------------------------------------------------
+// ptxas takes about 3 ms per entry (13 s for a module of 4000), and the same application loads the
+// same modules on every run: its reports are kept, one file per (ptxas binary, arguments, PTX), in
+// HONE_EMU_CACHE_DIR, else $XDG_CACHE_HOME/hone-emu, else ~/.cache/hone-emu ("off": no cache).
+// A report read back gives exactly the counts the run would have: the key covers everything ptxas
+// is given and the binary's identity (size, mtime, inode). A file that does not read as a report
+// is ignored and rewritten.
+
+constexpr std::string_view k_cache_magic = "hone-emu ptxas report v1\n";
+
+std::string cache_dir() {
+  if (const char* e = std::getenv("HONE_EMU_CACHE_DIR"); e && *e)
+    return std::string_view(e) == "off" ? std::string() : std::string(e);
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/hone-emu";
+  const char* home = std::getenv("HOME");
+  if (!home || !*home) {
+    const passwd* pw = getpwuid(getuid());
+    home = pw ? pw->pw_dir : nullptr;
+  }
+  if (!home || !*home) return {};
+  return std::string(home) + "/.cache/hone-emu";
+}
+
+// The cache file for this run, or "" when there is no usable cache.
+std::string cache_file(const std::string& ptxas, const std::vector<std::string>& args,
+                       std::string_view ptx) {
+  const std::string dir = cache_dir();
+  if (dir.empty()) return {};
+  if (ptxas.find('/') == std::string::npos) return {}; // found on PATH: no identity to key on
+  struct stat st {};
+  if (stat(ptxas.c_str(), &st) != 0) return {};
+  XXH3_state_t* h = XXH3_createState();
+  if (!h) return {};
+  XXH3_128bits_reset(h);
+  auto feed = [&](std::string_view v) {
+    const uint64_t n = v.size();
+    XXH3_128bits_update(h, &n, sizeof n);
+    XXH3_128bits_update(h, v.data(), v.size());
+  };
+  feed(k_cache_magic);
+  feed(ptxas);
+  const uint64_t id[] = {uint64_t(st.st_size), uint64_t(st.st_mtim.tv_sec),
+                         uint64_t(st.st_mtim.tv_nsec), uint64_t(st.st_ino), uint64_t(st.st_dev)};
+  XXH3_128bits_update(h, id, sizeof id);
+  for (size_t i = 1; i < args.size(); ++i) feed(args[i]);
+  feed(ptx);
+  const XXH128_hash_t d = XXH3_128bits_digest(h);
+  XXH3_freeState(h);
+  char name[64];
+  std::snprintf(name, sizeof name, "/%016llx%016llx.ptxas", static_cast<unsigned long long>(d.high64),
+                static_cast<unsigned long long>(d.low64));
+  return dir + name;
+}
+
+bool read_cached(const std::string& path, ModuleRegisters& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream s;
+  s << in.rdbuf();
+  const std::string text = s.str();
+  if (!text.starts_with(k_cache_magic)) return false;
+  parse(text.substr(k_cache_magic.size()), out);
+  return !out.by_kernel.empty();
+}
+
+// Best effort: a cache that cannot be written only costs the next run a ptxas run.
+void write_cached(const std::string& path, const std::string& report) {
+  const std::string dir = path.substr(0, path.rfind('/'));
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    // the parent may be missing too (~/.cache on a fresh account)
+    const std::string parent = dir.substr(0, dir.rfind('/'));
+    if (mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) return;
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return;
+  }
+  std::string tmp = path + ".XXXXXX";
+  int fd = mkstemp(tmp.data());
+  if (fd < 0) return;
+  std::string body = std::string(k_cache_magic) + report;
+  bool ok = true;
+  for (size_t done = 0; done < body.size();) {
+    ssize_t n = write(fd, body.data() + done, body.size() - done);
+    if (n <= 0) {
+      ok = false;
+      break;
+    }
+    done += size_t(n);
+  }
+  if (close(fd) != 0) ok = false;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
+}
+
 struct TempFile {
   std::string path;
   ~TempFile() {
@@ -59,6 +156,13 @@ struct TempFile {
 
 ModuleRegisters kernel_registers(std::string_view ptx, const CompileOptions& options) {
   ModuleRegisters out;
+  const std::string ptxas = ptxas_path();
+  std::vector<std::string> args = {ptxas, "-arch=sm_90", "-v", "-o", "/dev/null"};
+  if (options.max_registers) args.push_back("-maxrregcount=" + std::to_string(options.max_registers));
+  if (options.threads_per_block) args.push_back("-maxntid=" + std::to_string(options.threads_per_block));
+  const std::string cached = cache_file(ptxas, args, ptx);
+  if (!cached.empty() && read_cached(cached, out)) return out;
+  out = {};
   const char* dir = std::getenv("TMPDIR");
   TempFile file;
   std::string tmpl = std::string(dir && *dir ? dir : "/tmp") + "/hone-emu-XXXXXX.ptx";
@@ -84,10 +188,6 @@ ModuleRegisters kernel_registers(std::string_view ptx, const CompileOptions& opt
     out.error = "pipe: " + std::string(std::strerror(errno));
     return out;
   }
-  const std::string ptxas = ptxas_path();
-  std::vector<std::string> args = {ptxas, "-arch=sm_90", "-v", "-o", "/dev/null"};
-  if (options.max_registers) args.push_back("-maxrregcount=" + std::to_string(options.max_registers));
-  if (options.threads_per_block) args.push_back("-maxntid=" + std::to_string(options.threads_per_block));
   args.push_back(file.path);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -124,6 +224,8 @@ ModuleRegisters kernel_registers(std::string_view ptx, const CompileOptions& opt
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   parse(report, out);
+  const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!out.by_kernel.empty() && exited_ok && !cached.empty()) write_cached(cached, report);
   if (out.by_kernel.empty()) {
     std::string first = report.substr(0, report.find('\n'));
     out.error = ptxas + " reported no registers" + (first.empty() ? "" : ": " + first);

@@ -22,7 +22,9 @@ struct ModuleRegisters {
 
 // Compiles `ptx` for sm_90 and reads the registers of every entry. Never throws. The ptxas run is
 // HONE_EMU_PTXAS, else the toolkit's the build found, else `ptxas` on PATH.
-// `options` become ptxas's -maxrregcount and -maxntid.
+// `options` become ptxas's -maxrregcount and -maxntid. Reports are kept in a cache directory
+// (HONE_EMU_CACHE_DIR, else $XDG_CACHE_HOME/hone-emu, else ~/.cache/hone-emu; "off" for none),
+// keyed by the ptxas binary, its arguments and the PTX, so a module is compiled once per machine.
 ModuleRegisters kernel_registers(std::string_view ptx, const CompileOptions& options = {});
 
 // Registers assumed for a kernel ptxas gave no count for.

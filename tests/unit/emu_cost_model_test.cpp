@@ -7,9 +7,13 @@
 #include "cuda/nvrtc.hpp"
 
 #include <cuda.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -217,6 +221,76 @@ TEST_F(CostModel, TheScheduleNeverChangesTheTime) {
     EXPECT_EQ(time_us(f, grid, block, {&next, &out, &steps, &mask}), fixed) << "seed " << seed;
   }
   unsetenv("HONE_EMU_SCHEDULE_SEED");
+}
+
+// ptxas reports are kept on disk between runs: a module loaded again reads its counts from the
+// cache (a planted report proves which was read), and a file that is not a report is ignored and
+// replaced by ptxas's.
+TEST(CostModelCache, PtxasReportsAreReadBackAndBadFilesIgnored) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("hone-emu-cache-test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  ASSERT_EQ(setenv("HONE_EMU_CACHE_DIR", dir.c_str(), 1), 0);
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  CUdevice dev = 0;
+  ASSERT_EQ(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(cuCtxCreate(&ctx, nullptr, 0, dev), CUDA_SUCCESS);
+  const std::string ptx = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                          ".visible .entry cached_k(.param .u64 p)\n{\n.reg .b64 %rd<3>;\n"
+                          "ld.param.u64 %rd1, [p];\ncvta.to.global.u64 %rd2, %rd1;\n"
+                          "st.global.u32 [%rd2], 7;\nret;\n}\n";
+  auto registers = [&] {
+    CUmodule m = nullptr;
+    EXPECT_EQ(cuModuleLoadData(&m, ptx.c_str()), CUDA_SUCCESS);
+    CUfunction f = nullptr;
+    EXPECT_EQ(cuModuleGetFunction(&f, m, "cached_k"), CUDA_SUCCESS);
+    int n = -1;
+    EXPECT_EQ(cuFuncGetAttribute(&n, CU_FUNC_ATTRIBUTE_NUM_REGS, f), CUDA_SUCCESS);
+    cuModuleUnload(m);
+    return n;
+  };
+  auto files = [&] {
+    std::vector<fs::path> out;
+    if (fs::exists(dir))
+      for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path());
+    return out;
+  };
+  const int fresh = registers();
+  ASSERT_GT(fresh, 0);
+  ASSERT_LT(fresh, 200);
+  auto written = files();
+  ASSERT_EQ(written.size(), 1u);
+  EXPECT_EQ(fs::status(dir).permissions() & fs::perms::all, fs::perms::owner_all);
+
+  // A planted report is what the next load reads.
+  {
+    std::ofstream o(written[0], std::ios::trunc);
+    o << "hone-emu ptxas report v1\n"
+         "ptxas info    : Compiling entry function 'cached_k' for 'sm_90'\n"
+         "ptxas info    : Used 200 registers, used 0 barriers\n";
+  }
+  EXPECT_EQ(registers(), 200);
+
+  // Not a report: ignored, and ptxas's report takes its place.
+  {
+    std::ofstream o(written[0], std::ios::trunc);
+    o << "garbage\n";
+  }
+  EXPECT_EQ(registers(), fresh);
+  std::ifstream in(written[0]);
+  std::string first;
+  std::getline(in, first);
+  EXPECT_EQ(first, "hone-emu ptxas report v1");
+
+  // "off": no cache is read or written.
+  fs::remove_all(dir);
+  ASSERT_EQ(setenv("HONE_EMU_CACHE_DIR", "off", 1), 0);
+  EXPECT_EQ(registers(), fresh);
+  EXPECT_TRUE(files().empty());
+  unsetenv("HONE_EMU_CACHE_DIR");
+  cuCtxDestroy(ctx);
+  fs::remove_all(dir);
 }
 
 } // namespace
