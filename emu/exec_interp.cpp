@@ -8,7 +8,9 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <limits>
 #include <type_traits>
 
@@ -1726,6 +1728,11 @@ void BlockRunner::State::exec_warp(const Insn& in, uint32_t widx, uint32_t exec)
   default:
     return;
   }
+}
+
+bool reference_execution() {
+  const char* e = std::getenv("HONE_EMU_EXEC");
+  return e && std::string_view(e) == "reference";
 }
 
 BlockRunner::BlockRunner(LaunchShared& launch) : m_state(std::make_unique<State>(launch)) {}

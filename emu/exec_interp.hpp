@@ -71,4 +71,24 @@ private:
   std::unique_ptr<State> m_state;
 };
 
+// The same interpreter before its fast path (exec_interp_reference.cpp): identical results and
+// modeled times, slower. Chosen per launch by HONE_EMU_EXEC=reference.
+class ReferenceBlockRunner {
+public:
+  explicit ReferenceBlockRunner(LaunchShared& launch);
+  ~ReferenceBlockRunner();
+  ReferenceBlockRunner(const ReferenceBlockRunner&) = delete;
+  ReferenceBlockRunner& operator=(const ReferenceBlockRunner&) = delete;
+
+  BlockResult run(uint64_t block_linear);
+
+private:
+  struct State;
+  std::unique_ptr<State> m_state;
+};
+
+// Whether this launch takes the reference path: HONE_EMU_EXEC=reference, read at every launch
+// ("fast", the default, or "reference"; anything else is the default).
+bool reference_execution();
+
 } // namespace hone::emu

@@ -243,7 +243,9 @@ public:
     // A cooperative grid's blocks wait for each other at grid barriers: all of them run at once,
     // one host thread each (the driver checked that the grid fits the device at once).
     const unsigned workers = r.cooperative ? unsigned(blocks) : pool_workers();
-    std::vector<std::unique_ptr<BlockRunner>> runners(workers);
+    const bool reference = reference_execution();
+    std::vector<std::unique_ptr<BlockRunner>> runners(reference ? 0 : workers);
+    std::vector<std::unique_ptr<ReferenceBlockRunner>> reference_runners(reference ? workers : 0);
     std::mutex merge;
     uint64_t fail_block = UINT64_MAX;
     BlockResult failure;
@@ -254,7 +256,12 @@ public:
       const uint64_t i = order.at(position);
       if (shared.abort.load(std::memory_order_relaxed)) return;
       try {
-        if (!runners[w]) runners[w] = std::make_unique<BlockRunner>(shared);
+        if (reference) {
+          if (!reference_runners[w])
+            reference_runners[w] = std::make_unique<ReferenceBlockRunner>(shared);
+        } else if (!runners[w]) {
+          runners[w] = std::make_unique<BlockRunner>(shared);
+        }
       } catch (const std::bad_alloc&) {
         std::lock_guard lock(merge);
         if (i < fail_block) {
@@ -265,7 +272,7 @@ public:
         shared.abort = true;
         return;
       }
-      BlockResult br = runners[w]->run(i);
+      BlockResult br = reference ? reference_runners[w]->run(i) : runners[w]->run(i);
       std::lock_guard lock(merge);
       if (br.status) {
         if (i < fail_block) {

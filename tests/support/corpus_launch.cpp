@@ -15,6 +15,9 @@
 #include <type_traits>
 #include <utility>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 // Host references must round exactly where the kernels do, so this file is compiled with
 // -ffp-contract=off (tests/CMakeLists.txt): a*b+c is never fused behind our back, and every fma of
 // a kernel appears here as an explicit std::fma.
@@ -281,6 +284,9 @@ struct WatchedInput {
 };
 using InputWatch = std::map<CUdeviceptr, WatchedInput>;
 
+// Where the run in progress on this thread records the digests of what it reads back.
+thread_local std::vector<uint64_t>* t_readbacks = nullptr;
+
 // A device allocation of `n` elements of T (at least one, since cuMemAlloc rejects 0 bytes).
 template <class T> class DeviceArray {
 public:
@@ -310,6 +316,7 @@ public:
   std::vector<T> download() const {
     std::vector<T> host(m_n);
     if (m_n) check_cu(cuMemcpyDtoH(host.data(), m_ptr, m_n * sizeof(T)), "cuMemcpyDtoH");
+    if (t_readbacks) t_readbacks->push_back(XXH3_64bits(host.data(), m_n * sizeof(T)));
     return host;
   }
 
@@ -389,7 +396,9 @@ public:
     size_t packed_size = packed.size();
     void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, packed.data(), CU_LAUNCH_PARAM_BUFFER_SIZE,
                      &packed_size, CU_LAUNCH_PARAM_END};
+    const bool timed = !bench() && events();
     auto t0 = std::chrono::steady_clock::now();
+    if (timed) check_cu(cuEventRecord(m_start, nullptr), "cuEventRecord");
     CUresult r;
     if (way == 2) {
       CUlaunchConfig config = {};
@@ -412,10 +421,16 @@ public:
                           cu_error_text(r));
     }
     if (!bench()) m_shape += std::string(" via ") + k_ways[way];
+    if (timed) check_cu(cuEventRecord(m_end, nullptr), "cuEventRecord");
     r = cuCtxSynchronize();
     if (r != CUDA_SUCCESS)
       throw DriverFailure("cuCtxSynchronize after the launch failed: " + cu_error_text(r));
     auto t1 = std::chrono::steady_clock::now();
+    if (timed) {
+      float ms = 0;
+      check_cu(cuEventElapsedTime(&ms, m_start, m_end), "cuEventElapsedTime");
+      m_result.launch_ms.push_back(ms);
+    }
     m_result.totals.launches += 1;
     m_result.totals.threads += grid.count() * block.count();
     m_result.totals.elements += elements;
@@ -488,13 +503,26 @@ public:
 
   void fail(const std::string& line) { m_result.failures.push_back(m_shape + ": " + line); }
 
+  ~Harness() {
+    if (m_start) cuEventDestroy(m_start);
+    if (m_end) cuEventDestroy(m_end);
+  }
+
 private:
+  // The events each checked launch is timed with, made on first use.
+  bool events() {
+    if (!m_start && cuEventCreate(&m_start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return false;
+    if (!m_end && cuEventCreate(&m_end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return false;
+    return true;
+  }
+
   const CorpusKernel& m_kernel;
   CUfunction m_function;
   const CorpusRunOptions& m_options;
   CorpusRunResult& m_result;
   std::string m_shape = "(no shape)";
   InputWatch m_inputs;
+  CUevent m_start = nullptr, m_end = nullptr;
 };
 
 namespace {
@@ -2303,14 +2331,18 @@ const CorpusKernel* find_corpus_kernel(std::string_view entry) {
 CorpusRunResult run_corpus_kernel(const CorpusKernel& kernel, CUfunction function,
                                   const CorpusRunOptions& options) {
   CorpusRunResult result;
-  Harness h(kernel, function, options, result);
-  try {
-    kernel.run(h);
-  } catch (const DriverFailure& e) {
-    h.fail(e.what());
-  } catch (const std::exception& e) {
-    h.fail(std::string("harness error: ") + e.what());
+  t_readbacks = &result.readback_digests;
+  {
+    Harness h(kernel, function, options, result);
+    try {
+      kernel.run(h);
+    } catch (const DriverFailure& e) {
+      h.fail(e.what());
+    } catch (const std::exception& e) {
+      h.fail(std::string("harness error: ") + e.what());
+    }
   }
+  t_readbacks = nullptr;
   return result;
 }
 

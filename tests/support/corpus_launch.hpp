@@ -48,6 +48,11 @@ struct CorpusRunResult {
   // For kernels compared within a tolerance: the largest |got - want| / tolerance seen (how much
   // of its tolerance the closest call used); 0 for exact comparisons.
   double tolerance_used = 0;
+  // What two runs of one kernel compare (emu_exec_equivalence_test): a digest (XXH3-64) of every
+  // buffer read back from the device, in order, and each launch's time by events around it (on
+  // the emulated device the modeled time, which must match bit for bit).
+  std::vector<uint64_t> readback_digests;
+  std::vector<float> launch_ms;
   bool passed() const { return failures.empty(); }
 };
 

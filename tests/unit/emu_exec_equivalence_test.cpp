@@ -1,0 +1,126 @@
+// The emulated device's two execution paths agree bit for bit: every corpus kernel runs through
+// the reference path (HONE_EMU_EXEC=reference, the interpreter as it was before the fast path)
+// and the fast path (the default), at every shape its launcher checks, with the fixed schedule
+// and under a scheduling seed; every buffer read back and every launch's modeled time must be
+// identical, and so must what the launcher's checks found.
+//
+// Blocks run on one host thread here (HONE_EMU_THREADS=1, set before the driver starts its pool):
+// the corpus's NONDETERMINISTIC kernels (float atomics, compaction order, CAS loops) give results
+// and retry counts that depend on how blocks on several threads interleave, on either path.
+#include "corpus.hpp"
+#include "corpus_launch.hpp"
+
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+const bool k_one_thread = setenv("HONE_EMU_THREADS", "1", 1) == 0;
+
+using hone::test::CorpusBuild;
+using hone::test::CorpusKernel;
+using hone::test::CorpusRunResult;
+
+struct Case {
+  const CorpusKernel* kernel;
+  CorpusBuild build;
+  const char* seed; // HONE_EMU_SCHEDULE_SEED, or nullptr for the fixed schedule
+};
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (const auto& k : hone::test::corpus_kernels()) {
+    cases.push_back({&k, {k.file, "nvcc", "90"}, nullptr});
+    cases.push_back({&k, {k.file, "nvcc", "90"}, "24301"});
+    cases.push_back({&k, {k.file, "nvrtc", "80"}, nullptr});
+  }
+  return cases;
+}
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.kernel->entry << " (" << c.build.compiler << ", sm_" << c.build.arch << ", seed "
+      << (c.seed ? c.seed : "none") << ")";
+}
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  std::string entry = info.param.kernel->entry;
+  if (entry == "_Z10fill_valueIfEvPT_S0_i") entry = "fill_value_float";
+  return entry + "_" + info.param.build.compiler + "_sm" + info.param.build.arch +
+         (info.param.seed ? std::string("_seed") + info.param.seed : std::string());
+}
+
+CUresult use_context() {
+  static CUcontext ctx = nullptr;
+  static CUresult status = [] {
+    CUresult r = cuInit(0);
+    CUdevice dev = 0;
+    if (r == CUDA_SUCCESS) r = cuDeviceGet(&dev, 0);
+    if (r == CUDA_SUCCESS) r = cuDevicePrimaryCtxRetain(&ctx, dev);
+    return r;
+  }();
+  if (status != CUDA_SUCCESS) return status;
+  return cuCtxSetCurrent(ctx);
+}
+
+CorpusRunResult run_with(const char* path, const Case& c, const std::string& ptx) {
+  setenv("HONE_EMU_EXEC", path, 1);
+  CUmodule module = nullptr;
+  CorpusRunResult result;
+  CUresult r = cuModuleLoadData(&module, ptx.c_str());
+  if (r != CUDA_SUCCESS) {
+    result.failures.push_back("cuModuleLoadData: " + hone::test::cu_error_text(r));
+    return result;
+  }
+  CUfunction f = nullptr;
+  r = cuModuleGetFunction(&f, module, c.kernel->entry.c_str());
+  if (r == CUDA_SUCCESS) {
+    result = hone::test::run_corpus_kernel(*c.kernel, f);
+  } else {
+    result.failures.push_back("cuModuleGetFunction: " + hone::test::cu_error_text(r));
+  }
+  cuModuleUnload(module);
+  unsetenv("HONE_EMU_EXEC");
+  return result;
+}
+
+class ExecEquivalence : public testing::TestWithParam<Case> {};
+
+TEST_P(ExecEquivalence, FastPathMatchesReferenceBitForBit) {
+  const Case& c = GetParam();
+  const auto& module_ptx = hone::test::compiled(c.build);
+  ASSERT_TRUE(module_ptx.error.empty()) << module_ptx.error;
+  ASSERT_TRUE(k_one_thread);
+  ASSERT_EQ(use_context(), CUDA_SUCCESS);
+  if (c.seed) setenv("HONE_EMU_SCHEDULE_SEED", c.seed, 1);
+  const CorpusRunResult ref = run_with("reference", c, module_ptx.ptx);
+  const CorpusRunResult fast = run_with("fast", c, module_ptx.ptx);
+  unsetenv("HONE_EMU_SCHEDULE_SEED");
+
+  std::string ref_report, fast_report;
+  for (const auto& l : ref.failures) ref_report += "\n  " + l;
+  for (const auto& l : fast.failures) fast_report += "\n  " + l;
+  EXPECT_TRUE(ref.passed()) << "reference path:" << ref_report;
+  EXPECT_EQ(fast_report, ref_report) << "the fast path's checks differ from the reference's";
+  ASSERT_GT(ref.totals.launches, 0u);
+  EXPECT_EQ(fast.totals.launches, ref.totals.launches);
+  EXPECT_EQ(fast.totals.threads, ref.totals.threads);
+  ASSERT_EQ(fast.readback_digests.size(), ref.readback_digests.size());
+  for (size_t i = 0; i < ref.readback_digests.size(); ++i)
+    EXPECT_EQ(fast.readback_digests[i], ref.readback_digests[i]) << "buffer read back #" << i;
+  ASSERT_EQ(fast.launch_ms.size(), ref.launch_ms.size());
+  for (size_t i = 0; i < ref.launch_ms.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(fast.launch_ms[i]), std::bit_cast<uint32_t>(ref.launch_ms[i]))
+        << "modeled time of launch #" << i << ": fast " << fast.launch_ms[i] << " ms, reference "
+        << ref.launch_ms[i] << " ms";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, ExecEquivalence, testing::ValuesIn(all_cases()), case_name);
+
+} // namespace
