@@ -40,9 +40,27 @@ struct Fault {
   std::string message;
 };
 
+// Calls f(lane) for every lane in `mask`, lowest first. A full warp is a plain loop the compiler
+// can unroll and vectorize.
 template <class F> inline void each(uint32_t mask, F&& f) {
+  if (mask == 0xffffffffu) {
+    for (int l = 0; l < 32; ++l) f(l);
+    return;
+  }
   for (uint32_t m = mask; m; m &= m - 1) f(std::countr_zero(m));
 }
+
+constexpr uint64_t k_zero_lanes[32] = {};
+
+// ptx::type_size as a table: the interpreter asks for it on every memory instruction.
+struct TypeSizes {
+  uint8_t size[256];
+  TypeSizes() {
+    for (int t = 0; t < 256; ++t) size[t] = uint8_t(ptx::type_size(Type(t)));
+  }
+};
+const TypeSizes k_type_sizes;
+inline uint32_t size_of(Type t) { return k_type_sizes.size[uint8_t(t)]; }
 
 inline float as_f32(uint64_t v) { return std::bit_cast<float>(uint32_t(v)); }
 inline double as_f64(uint64_t v) { return std::bit_cast<double>(v); }
@@ -183,6 +201,15 @@ struct BlockRunner::State {
   uint16_t mem_latency = 0;       // the latency of the memory instruction just executed
   uint64_t issue_at = 0;          // when the instruction being executed issues
 
+  // ---- the fast path's decoded form: one handler per instruction ----------------------------
+  // The handler for k.code[pc]: a form specialized for its operation, type and modifiers (no
+  // dispatch left to do per instruction, and lane loops the compiler can vectorize), or
+  // `execute`, the general form. Both compute exactly the same values.
+  using Handler = void (State::*)(const Insn&, uint32_t, uint32_t);
+  std::vector<Handler> handlers;
+  static Handler pick(const Insn& in);
+  template <class SetpOf> static Handler pick_cmp(uint8_t mode);
+
   explicit State(LaunchShared& launch)
       : L(launch), k(*launch.kernel), threads(uint32_t(launch.block.count())),
         nwarps((threads + k_lanes - 1) / k_lanes),
@@ -198,6 +225,8 @@ struct BlockRunner::State {
     ready.resize(size_t(nwarps) * k.num_slots);
     history_mask = std::max<uint32_t>(1, launch.history_sectors) - 1;
     history.assign(size_t(nwarps) * (history_mask + 1), Remembered{});
+    handlers.reserve(k.code.size());
+    for (const Insn& in : k.code) handlers.push_back(pick(in));
   }
 
   uint64_t* R(uint32_t warp, uint32_t slot) {
@@ -353,7 +382,9 @@ struct BlockRunner::State {
     uint16_t lat = 0;
     cost::BlockCost& c = res.cost;
     if (sector_count) {
-      std::sort(sectors_scratch, sectors_scratch + sector_count);
+      // lanes in address order (the common case) are sorted already
+      if (!std::is_sorted(sectors_scratch, sectors_scratch + sector_count))
+        std::sort(sectors_scratch, sectors_scratch + sector_count);
       const int n = int(std::unique(sectors_scratch, sectors_scratch + sector_count) -
                         sectors_scratch);
       res.memory_sectors += uint64_t(n);
@@ -399,7 +430,8 @@ struct BlockRunner::State {
       sector_count = 0;
     }
     if (shared_count) {
-      std::sort(shared_words, shared_words + shared_count);
+      if (!std::is_sorted(shared_words, shared_words + shared_count))
+        std::sort(shared_words, shared_words + shared_count);
       const int n = int(std::unique(shared_words, shared_words + shared_count) - shared_words);
       uint8_t per_bank[cost::k_banks] = {};
       uint32_t wavefronts = 1;
@@ -562,6 +594,77 @@ struct BlockRunner::State {
     return s.negate ? uint64_t(v == 0) : v;
   }
 
+  // A source's 32 lanes as an array, read once per instruction instead of once per lane: the
+  // register itself, or `tmp` filled with the immediate, special register or negated predicate
+  // (lanes outside `exec` are left unset for special registers).
+  const uint64_t* lanes(const Src& s, uint32_t warp, uint32_t exec, uint64_t* tmp) {
+    switch (s.kind) {
+    case Src::Kind::reg: {
+      const uint64_t* r = R(warp, s.slot);
+      if (!s.negate) return r;
+      for (int l = 0; l < k_lanes; ++l) tmp[l] = r[l] == 0;
+      return tmp;
+    }
+    case Src::Kind::imm: {
+      const uint64_t v = s.negate ? uint64_t(s.imm == 0) : s.imm;
+      for (int l = 0; l < k_lanes; ++l) tmp[l] = v;
+      return tmp;
+    }
+    case Src::Kind::sreg:
+      if (!s.negate) {
+        switch (s.sreg) {
+        case Sreg::tid_x:
+          if (L.block.y == 1 && L.block.z == 1) { // a 1D block: thread index = lane position
+            for (int l = 0; l < k_lanes; ++l) tmp[l] = uint64_t(warp * k_lanes + uint32_t(l));
+            return tmp;
+          }
+          break;
+        case Sreg::ntid_x: case Sreg::ntid_y: case Sreg::ntid_z:
+        case Sreg::ctaid_x: case Sreg::ctaid_y: case Sreg::ctaid_z:
+        case Sreg::nctaid_x: case Sreg::nctaid_y: case Sreg::nctaid_z: {
+          const uint64_t v = sreg(s.sreg, warp, 0); // the same in every lane
+          for (int l = 0; l < k_lanes; ++l) tmp[l] = v;
+          return tmp;
+        }
+        default:
+          break;
+        }
+      }
+      each(exec, [&](int l) {
+        const uint64_t v = sreg(s.sreg, warp, l);
+        tmp[l] = s.negate ? uint64_t(v == 0) : v;
+      });
+      return tmp;
+    case Src::Kind::none:
+      break;
+    }
+    if (!s.negate) return k_zero_lanes;
+    for (int l = 0; l < k_lanes; ++l) tmp[l] = 1;
+    return tmp;
+  }
+
+  // An instruction's sources as lane arrays, and its first destination: the register's lanes
+  // with the mask of its width, or a sink for a destination that is not a register.
+  struct Operands {
+    const uint64_t* src[4];
+    uint64_t* dst;
+    uint64_t dst_mask;
+    uint64_t tmp[4][k_lanes];
+    uint64_t sink[k_lanes];
+  };
+  void operands(const Insn& in, uint32_t warp, uint32_t exec, Operands& o) {
+    for (int i = 0; i < 4; ++i) o.src[i] = lanes(in.src[i], warp, exec, o.tmp[i]);
+    const Src& d = in.dst[0];
+    if (d.kind == Src::Kind::reg) {
+      const uint8_t w = k.slot_bytes[d.slot];
+      o.dst = R(warp, d.slot);
+      o.dst_mask = w < 8 ? (1ull << (w * 8)) - 1 : ~0ull;
+    } else {
+      o.dst = o.sink;
+      o.dst_mask = ~0ull;
+    }
+  }
+
   void wr(const Src& d, uint32_t warp, int lane, uint64_t v) {
     if (d.kind != Src::Kind::reg) return;
     uint8_t w = k.slot_bytes[d.slot];
@@ -709,7 +812,7 @@ struct BlockRunner::State {
       else advance(w, active, pc + 1);
       break;
     default:
-      if (exec) execute(in, widx, exec);
+      if (exec) (this->*handlers[pc])(in, widx, exec);
       advance(w, active | exec, pc + 1);
       break;
     }
@@ -914,9 +1017,66 @@ struct BlockRunner::State {
   }
 
   void execute(const Insn& in, uint32_t widx, uint32_t exec);
+
+  // The destination's lanes and the mask of its register's width (a sink when it is none).
+  std::pair<uint64_t*, uint64_t> dest(const Src& d, uint32_t warp, uint64_t* sink) {
+    if (d.kind != Src::Kind::reg) return {sink, ~0ull};
+    const uint8_t w = k.slot_bytes[d.slot];
+    return {R(warp, d.slot), w < 8 ? (1ull << (w * 8)) - 1 : ~0ull};
+  }
+  // d = f(a, b) on every lane of exec, the operands as 64-bit lane values.
+  template <class F> void fast2(const Insn& in, uint32_t widx, uint32_t exec) {
+    uint64_t ta[k_lanes], tb[k_lanes], sink[k_lanes];
+    const uint64_t* a = lanes(in.src[0], widx, exec, ta);
+    const uint64_t* b = lanes(in.src[1], widx, exec, tb);
+    auto [d, m] = dest(in.dst[0], widx, sink);
+    each(exec, [&](int l) { d[l] = F::apply(a[l], b[l]) & m; });
+  }
+  template <class F> void fast3(const Insn& in, uint32_t widx, uint32_t exec) {
+    uint64_t ta[k_lanes], tb[k_lanes], tc[k_lanes], sink[k_lanes];
+    const uint64_t* a = lanes(in.src[0], widx, exec, ta);
+    const uint64_t* b = lanes(in.src[1], widx, exec, tb);
+    const uint64_t* c = lanes(in.src[2], widx, exec, tc);
+    auto [d, m] = dest(in.dst[0], widx, sink);
+    each(exec, [&](int l) { d[l] = F::apply(a[l], b[l], c[l]) & m; });
+  }
+  void fast_mov(const Insn& in, uint32_t widx, uint32_t exec) {
+    uint64_t ta[k_lanes], sink[k_lanes];
+    const uint64_t* a = lanes(in.src[0], widx, exec, ta);
+    auto [d, m] = dest(in.dst[0], widx, sink);
+    each(exec, [&](int l) { d[l] = a[l] & m; });
+  }
+  // setp with no boolean operand: p = compare(a, b), and q = !p when there is a second
+  // destination.
+  template <class F> void fast_setp(const Insn& in, uint32_t widx, uint32_t exec) {
+    uint64_t ta[k_lanes], tb[k_lanes], sink[k_lanes], sink2[k_lanes];
+    const uint64_t* a = lanes(in.src[0], widx, exec, ta);
+    const uint64_t* b = lanes(in.src[1], widx, exec, tb);
+    auto [p, pm] = dest(in.dst[0], widx, sink);
+    if (in.ndst == 2) {
+      auto [q, qm] = dest(in.dst[1], widx, sink2);
+      each(exec, [&](int l) {
+        const bool c = F::apply(a[l], b[l]);
+        p[l] = uint64_t(c) & pm;
+        q[l] = uint64_t(!c) & qm;
+      });
+    } else {
+      each(exec, [&](int l) { p[l] = uint64_t(F::apply(a[l], b[l])) & pm; });
+    }
+  }
+  void fast_ldst(const Insn& in, uint32_t widx, uint32_t exec) { exec_memory(in, widx, exec); }
+  // cvta and cvta.to of the global window (mode 0): the address itself, narrowed for .u32.
+  template <bool Narrow> void fast_cvta_global(const Insn& in, uint32_t widx, uint32_t exec) {
+    uint64_t ta[k_lanes], sink[k_lanes];
+    const uint64_t* a = lanes(in.src[0], widx, exec, ta);
+    auto [d, m] = dest(in.dst[0], widx, sink);
+    each(exec, [&](int l) { d[l] = (Narrow ? uint64_t(uint32_t(a[l])) : a[l]) & m; });
+  }
+
   void exec_arith(const Insn& in, uint32_t widx, uint32_t exec);
   void exec_half(const Insn& in, uint32_t widx, uint32_t exec);
   void exec_memory(const Insn& in, uint32_t widx, uint32_t exec);
+  bool fast_memory(const Insn& in, uint32_t widx, uint32_t exec);
   void exec_atomic(const Insn& in, uint32_t widx, uint32_t exec);
   void exec_warp(const Insn& in, uint32_t widx, uint32_t exec);
   void exec_convert(const Insn& in, uint32_t widx, uint32_t exec);
@@ -973,8 +1133,13 @@ void BlockRunner::State::exec_arith(const Insn& in, uint32_t widx, uint32_t exec
   const Type t = in.type;
   const bool ftz = in.flags & k_f_ftz;
   const bool sat = in.flags & k_f_sat;
-  auto S = [&](int k, int l) { return rd(in.src[k], widx, l); };
-  auto D = [&](int l, uint64_t v) { wr(in.dst[0], widx, l, v); };
+  Operands o;
+  operands(in, widx, exec, o);
+  const uint64_t* const* src = o.src;
+  uint64_t* const dst = o.dst;
+  const uint64_t dst_mask = o.dst_mask;
+  auto S = [src](int k, int l) { return src[k][l]; };
+  auto D = [dst, dst_mask](int l, uint64_t v) { dst[l] = v & dst_mask; };
 
   switch (in.op) {
   case XOp::mov:
@@ -982,7 +1147,7 @@ void BlockRunner::State::exec_arith(const Insn& in, uint32_t widx, uint32_t exec
     return;
   case XOp::pack: {
     // mov.b64 d, {a, b}: elements of equal width, lowest first
-    unsigned ew = ptx::type_size(t) * 8 / in.nsrc;
+    unsigned ew = size_of(t) * 8 / in.nsrc;
     each(exec, [&](int l) {
       uint64_t v = 0;
       for (int e = in.nsrc - 1; e >= 0; --e) {
@@ -993,7 +1158,7 @@ void BlockRunner::State::exec_arith(const Insn& in, uint32_t widx, uint32_t exec
     return;
   }
   case XOp::unpack: {
-    unsigned ew = ptx::type_size(t) * 8 / in.ndst;
+    unsigned ew = size_of(t) * 8 / in.ndst;
     each(exec, [&](int l) {
       uint64_t v = S(0, l);
       for (int e = 0; e < in.ndst; ++e) {
@@ -1351,7 +1516,10 @@ void BlockRunner::State::exec_half(const Insn& in, uint32_t widx, uint32_t exec)
   const int n = (t == Type::f16x2 || t == Type::bf16x2) ? 2 : 1;
   const bool sat = in.flags & k_f_sat, relu = in.flags & k_f_relu, ftz = in.flags & k_f_ftz;
   const bool nan = in.flags & k_f_nan, xs = in.flags & k_f_xorsign;
-  auto S = [&](int k, int l) { return rd(in.src[k], widx, l); };
+  Operands o;
+  operands(in, widx, exec, o);
+  const uint64_t* const* src = o.src;
+  auto S = [src](int k, int l) { return src[k][l]; };
   // One element of a (possibly packed) half operation.
   auto one = [&](uint16_t a, uint16_t b, uint16_t c, int l) -> uint16_t {
     switch (in.op) {
@@ -1410,7 +1578,10 @@ void BlockRunner::State::exec_half(const Insn& in, uint32_t widx, uint32_t exec)
 }
 
 void BlockRunner::State::exec_convert(const Insn& in, uint32_t widx, uint32_t exec) {
-  auto S = [&](int k, int l) { return rd(in.src[k], widx, l); };
+  Operands o;
+  operands(in, widx, exec, o);
+  const uint64_t* const* src = o.src;
+  auto S = [src](int k, int l) { return src[k][l]; };
   switch (in.op) {
   case XOp::cvt: {
     const bool ftz = in.flags & k_f_ftz, sat = in.flags & k_f_sat, relu = in.flags & k_f_relu;
@@ -1432,7 +1603,7 @@ void BlockRunner::State::exec_convert(const Insn& in, uint32_t widx, uint32_t ex
     }
     each(exec, [&](int l) {
       uint64_t v = sem::cvt(S(0, l), in.type, in.type2, mode, ftz, sat, relu, satfinite);
-      if (ptx::is_signed(in.type)) v = sign_extend(v, ptx::type_size(in.type) * 8);
+      if (ptx::is_signed(in.type)) v = sign_extend(v, size_of(in.type) * 8);
       wr(in.dst[0], widx, l, v);
     });
     return;
@@ -1473,8 +1644,156 @@ void BlockRunner::State::exec_convert(const Insn& in, uint32_t widx, uint32_t ex
   }
 }
 
+// ld and st where every lane's access is in bounds and aligned, in one space: global memory
+// within one allocation, the block's shared memory, or the kernel's parameters. The checks are
+// made once for the warp (the lowest and highest address) instead of once per lane, and nothing
+// is read or written unless all of them pass; any other access goes the per-lane way, which
+// faults at the first bad lane exactly as before. What each lane reads or writes, in which order,
+// and what the cost model is told are the per-lane way's.
+bool BlockRunner::State::fast_memory(const Insn& in, uint32_t widx, uint32_t exec) {
+  const uint32_t esize = std::max<uint32_t>(size_of(in.type), 1);
+  const uint32_t total = esize * in.vec;
+  const bool store = in.op == XOp::st;
+  uint64_t addr[k_lanes];
+  const uint64_t base = uint64_t(in.addr.offset);
+  if (in.addr.slot != k_no_slot) {
+    const uint64_t* r = R(widx, in.addr.slot);
+    each(exec, [&](int l) { addr[l] = base + r[l]; });
+  } else {
+    each(exec, [&](int l) { addr[l] = base; });
+  }
+  uint64_t lo = ~0ull, hi = 0, misaligned = 0;
+  each(exec, [&](int l) {
+    lo = std::min(lo, addr[l]);
+    hi = std::max(hi, addr[l]);
+    misaligned |= addr[l];
+  });
+  if (total > 1 && (misaligned & (total - 1))) return false;
+  AddrSpace space = in.addr.space;
+  if (space == AddrSpace::generic) {
+    // one window for every lane, or the per-lane way
+    const uint64_t window = lo & ~(k_window_size - 1);
+    if ((hi & ~(k_window_size - 1)) != window) return false;
+    if (window == k_shared_window) {
+      space = AddrSpace::shared;
+    } else if (window == k_local_window || window == k_param_window) {
+      return false;
+    } else {
+      space = AddrSpace::global;
+    }
+    if (space == AddrSpace::shared) {
+      each(exec, [&](int l) { addr[l] -= k_shared_window; });
+      lo -= k_shared_window;
+      hi -= k_shared_window;
+    }
+  }
+  uint8_t* host = nullptr; // addr[l] is an offset from it (0 for global memory)
+  switch (space) {
+  case AddrSpace::global: {
+    const uint64_t span = hi - lo + total;
+    const Allocation* a = last_alloc;
+    if (!a || !a->contains(lo, span)) {
+      a = L.table->find(lo);
+      if (!a || !a->contains(lo, span)) return false;
+      last_alloc = a;
+    }
+    if (store && (a->kind == AllocKind::const_var || a->read_only)) return false;
+    each(exec, [&](int l) { sectors_scratch[sector_count++] = addr[l] >> 5; });
+    break;
+  }
+  case AddrSpace::shared:
+    if (hi > shared_size || total > shared_size - hi) return false;
+    each(exec, [&](int l) {
+      for (uint64_t word = addr[l] >> 2; word <= (addr[l] + total - 1) >> 2; ++word)
+        shared_words[shared_count++] = uint32_t(word);
+    });
+    host = shared.data();
+    break;
+  case AddrSpace::kparam:
+    if (store || hi > L.kernel->param_bytes || total > L.kernel->param_bytes - hi) return false;
+    param_touched = true;
+    host = const_cast<uint8_t*>(L.params);
+    break;
+  default:
+    return false;
+  }
+  const bool vol = in.flags & k_f_volatile;
+  // The element type's width as a type, so that each access is one move, not a memcpy call.
+  auto sized = [&](auto&& f) {
+    switch (esize) {
+    case 1: f(uint8_t{}); return true;
+    case 2: f(uint16_t{}); return true;
+    case 4: f(uint32_t{}); return true;
+    case 8: f(uint64_t{}); return true;
+    default: return false;
+    }
+  };
+  if (store) {
+    Operands o;
+    for (uint32_t e = 0; e < in.vec; ++e) o.src[e] = lanes(in.src[e], widx, exec, o.tmp[e]);
+    const bool typed = !vol && sized([&](auto z) {
+      using T = decltype(z);
+      each(exec, [&](int l) {
+        uint8_t* p = host + addr[l];
+        for (uint32_t e = 0; e < in.vec; ++e) {
+          const T v = T(o.src[e][l]);
+          std::memcpy(p + e * sizeof(T), &v, sizeof(T));
+        }
+      });
+    });
+    if (!typed) {
+      each(exec, [&](int l) {
+        uint8_t* p = host + addr[l];
+        for (uint32_t e = 0; e < in.vec; ++e) store_bytes(p + e * esize, esize, o.src[e][l], vol);
+      });
+    }
+  } else {
+    const bool sign = ptx::is_signed(in.type);
+    uint64_t* dst[4];
+    uint64_t mask[4];
+    uint64_t sink[k_lanes];
+    for (uint32_t e = 0; e < in.vec; ++e) {
+      const Src& d = in.dst[e];
+      if (d.kind == Src::Kind::reg) {
+        const uint8_t w = k.slot_bytes[d.slot];
+        dst[e] = R(widx, d.slot);
+        mask[e] = w < 8 ? (1ull << (w * 8)) - 1 : ~0ull;
+      } else {
+        dst[e] = sink;
+        mask[e] = ~0ull;
+      }
+    }
+    const bool typed = !vol && sized([&](auto z) {
+      using T = decltype(z);
+      using S = std::make_signed_t<T>;
+      each(exec, [&](int l) {
+        const uint8_t* p = host + addr[l];
+        for (uint32_t e = 0; e < in.vec; ++e) {
+          T v;
+          std::memcpy(&v, p + e * sizeof(T), sizeof(T));
+          const uint64_t x = sign ? uint64_t(int64_t(S(v))) : uint64_t(v);
+          dst[e][l] = x & mask[e];
+        }
+      });
+    });
+    if (!typed) {
+      each(exec, [&](int l) {
+        const uint8_t* p = host + addr[l];
+        for (uint32_t e = 0; e < in.vec; ++e) {
+          uint64_t v = load_bytes(p + e * esize, esize, vol);
+          if (sign) v = sign_extend(v, esize * 8);
+          dst[e][l] = v & mask[e];
+        }
+      });
+    }
+  }
+  flush_memory(in, widx, store ? Access::store : Access::load);
+  return true;
+}
+
 void BlockRunner::State::exec_memory(const Insn& in, uint32_t widx, uint32_t exec) {
-  const uint32_t esize = std::max<uint32_t>(ptx::type_size(in.type), 1);
+  if (in.op != XOp::cp_async && fast_memory(in, widx, exec)) return;
+  const uint32_t esize = std::max<uint32_t>(size_of(in.type), 1);
   const uint32_t total = esize * in.vec;
   const bool vol = in.flags & k_f_volatile;
   const bool sign = ptx::is_signed(in.type);
@@ -1544,7 +1863,7 @@ template <class T> T atomic_apply(uint8_t op, T old, T a, T b) {
 
 void BlockRunner::State::exec_atomic(const Insn& in, uint32_t widx, uint32_t exec) {
   const Type t = in.type;
-  const uint32_t size = std::max<uint32_t>(ptx::type_size(t), 1);
+  const uint32_t size = std::max<uint32_t>(size_of(t), 1);
   each(exec, [&](int l) {
     uint8_t* p = resolve(in.addr, widx, l, size, true, in);
     uint64_t a = rd(in.src[0], widx, l);
@@ -1683,7 +2002,7 @@ void BlockRunner::State::exec_warp(const Insn& in, uint32_t widx, uint32_t exec)
       });
     } else {
       bool all = true;
-      uint64_t first = vals[std::countr_zero(exec)];
+      uint64_t first = vals[std::countr_zero(exec) & 31]; // exec is never empty here
       each(exec, [&](int o) { all = all && vals[o] == first; });
       each(exec, [&](int l) {
         wr(in.dst[0], widx, l, all ? exec : 0);
@@ -1728,6 +2047,215 @@ void BlockRunner::State::exec_warp(const Insn& in, uint32_t widx, uint32_t exec)
   default:
     return;
   }
+}
+
+namespace {
+
+// The fast path's operations, each exactly the general form's expression for its case
+// (exec_arith): integer results are the type's bits, zero-extended; the destination's width
+// masks them after.
+template <class T> struct IntOps {
+  using U = std::make_unsigned_t<T>;
+  static constexpr unsigned W = sizeof(T) * 8;
+  struct Add { static uint64_t apply(uint64_t a, uint64_t b) { return ubits(T(U(T(a)) + U(T(b)))); } };
+  struct Sub { static uint64_t apply(uint64_t a, uint64_t b) { return ubits(T(U(T(a)) - U(T(b)))); } };
+  struct MulLo { static uint64_t apply(uint64_t a, uint64_t b) { return ubits(U(U(T(a)) * U(T(b)))); } };
+  struct MadLo {
+    static uint64_t apply(uint64_t a, uint64_t b, uint64_t c) {
+      return ubits(U(U(U(T(a)) * U(T(b))) + U(T(c))));
+    }
+  };
+  struct Shl {
+    static uint64_t apply(uint64_t a, uint64_t b) {
+      const uint32_t s = uint32_t(b);
+      return s >= W ? 0 : ubits(T(U(T(a)) << s));
+    }
+  };
+  struct Shr {
+    static uint64_t apply(uint64_t a, uint64_t b) {
+      const uint32_t s = uint32_t(b);
+      if constexpr (std::is_signed_v<T>) return ubits(T(T(a) >> std::min<uint32_t>(s, W - 1)));
+      else return s >= W ? 0 : ubits(T(T(a) >> s));
+    }
+  };
+  struct MinOp { static uint64_t apply(uint64_t a, uint64_t b) { return ubits(std::min(T(a), T(b))); } };
+  struct MaxOp { static uint64_t apply(uint64_t a, uint64_t b) { return ubits(std::max(T(a), T(b))); } };
+  // mul.wide: the full product of two 32-bit values
+  struct MulWide {
+    static uint64_t apply(uint64_t a, uint64_t b) {
+      using Wd = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;
+      return uint64_t(Wd(T(a)) * Wd(T(b)));
+    }
+  };
+  template <sem::Cmp C> struct Setp {
+    static bool apply(uint64_t a, uint64_t b) { return sem::cmp_int<T>(C, T(a), T(b)); }
+  };
+};
+
+struct And { static uint64_t apply(uint64_t a, uint64_t b) { return a & b; } };
+struct Or { static uint64_t apply(uint64_t a, uint64_t b) { return a | b; } };
+struct Xor { static uint64_t apply(uint64_t a, uint64_t b) { return a ^ b; } };
+struct Selp { static uint64_t apply(uint64_t a, uint64_t b, uint64_t c) { return c ? a : b; } };
+struct AddF32 { static uint64_t apply(uint64_t a, uint64_t b) { return bits(sem::add_f32(as_f32(a), as_f32(b))); } };
+struct SubF32 { static uint64_t apply(uint64_t a, uint64_t b) { return bits(sem::sub_f32(as_f32(a), as_f32(b))); } };
+struct MulF32 { static uint64_t apply(uint64_t a, uint64_t b) { return bits(sem::mul_f32(as_f32(a), as_f32(b))); } };
+struct FmaF32 {
+  static uint64_t apply(uint64_t a, uint64_t b, uint64_t c) {
+    return bits(sem::fma_f32(as_f32(a), as_f32(b), as_f32(c)));
+  }
+};
+template <sem::Cmp C> struct SetpF32 {
+  static bool apply(uint64_t a, uint64_t b) { return sem::cmp_f32(C, as_f32(a), as_f32(b), false); }
+};
+
+} // namespace
+
+template <class SetpOf>
+BlockRunner::State::Handler BlockRunner::State::pick_cmp(uint8_t mode) {
+  using S = BlockRunner::State;
+  switch (sem::Cmp(mode)) {
+  case sem::Cmp::eq: return &S::fast_setp<typename SetpOf::template At<sem::Cmp::eq>>;
+  case sem::Cmp::ne: return &S::fast_setp<typename SetpOf::template At<sem::Cmp::ne>>;
+  case sem::Cmp::lt: return &S::fast_setp<typename SetpOf::template At<sem::Cmp::lt>>;
+  case sem::Cmp::le: return &S::fast_setp<typename SetpOf::template At<sem::Cmp::le>>;
+  case sem::Cmp::gt: return &S::fast_setp<typename SetpOf::template At<sem::Cmp::gt>>;
+  case sem::Cmp::ge: return &S::fast_setp<typename SetpOf::template At<sem::Cmp::ge>>;
+  case sem::Cmp::lo: return &S::fast_setp<typename SetpOf::template At<sem::Cmp::lo>>;
+  case sem::Cmp::ls: return &S::fast_setp<typename SetpOf::template At<sem::Cmp::ls>>;
+  case sem::Cmp::hi: return &S::fast_setp<typename SetpOf::template At<sem::Cmp::hi>>;
+  case sem::Cmp::hs: return &S::fast_setp<typename SetpOf::template At<sem::Cmp::hs>>;
+  default: return nullptr;
+  }
+}
+
+namespace {
+template <class T> struct IntSetp {
+  template <sem::Cmp C> using At = typename IntOps<T>::template Setp<C>;
+};
+struct F32Setp {
+  template <sem::Cmp C> using At = SetpF32<C>;
+};
+} // namespace
+
+// The specialized form of `in`, or the general one. Only forms whose every modifier is covered
+// are specialized; the rest stay general.
+BlockRunner::State::Handler BlockRunner::State::pick(const Insn& in) {
+  using S = BlockRunner::State;
+  const Handler general = &S::execute;
+  if (in.guard == k_no_slot && in.op == XOp::nop) return general;
+  const uint32_t flags = in.flags;
+  auto by_int = [&](auto z, auto&& f) -> Handler {
+    using T = decltype(z);
+    return f(IntOps<T>{});
+  };
+  auto int_type = [&](Type t, auto&& f) -> Handler {
+    switch (t) {
+    case Type::s32: return by_int(int32_t{}, f);
+    case Type::u32:
+    case Type::b32: return by_int(uint32_t{}, f);
+    case Type::s64: return by_int(int64_t{}, f);
+    case Type::u64:
+    case Type::b64: return by_int(uint64_t{}, f);
+    default: return nullptr;
+    }
+  };
+  Handler h = nullptr;
+  switch (in.op) {
+  case XOp::mov:
+    if (in.nsrc == 1 && in.ndst == 1) h = &S::fast_mov;
+    break;
+  case XOp::ld:
+  case XOp::st:
+    h = &S::fast_ldst;
+    break;
+  case XOp::and_:
+    if (!is_half(in.type)) h = &S::fast2<And>;
+    break;
+  case XOp::or_:
+    if (!is_half(in.type)) h = &S::fast2<Or>;
+    break;
+  case XOp::xor_:
+    if (!is_half(in.type)) h = &S::fast2<Xor>;
+    break;
+  case XOp::selp:
+    h = &S::fast3<Selp>;
+    break;
+  case XOp::cvta:
+  case XOp::cvta_to:
+    if (in.mode == 0) {
+      const bool narrow = in.type == Type::u32 || in.type == Type::b32;
+      h = narrow ? Handler(&S::fast_cvta_global<true>) : Handler(&S::fast_cvta_global<false>);
+    }
+    break;
+  case XOp::add:
+  case XOp::sub:
+  case XOp::mul:
+  case XOp::fma:
+  case XOp::mad:
+    if (in.type == Type::f32) {
+      if (flags & (k_f_ftz | k_f_sat)) break;
+      if (!sem::detail::is_rn(round_of(in.mode))) break;
+      if (in.op == XOp::add) h = &S::fast2<AddF32>;
+      else if (in.op == XOp::sub) h = &S::fast2<SubF32>;
+      else if (in.op == XOp::mul) h = &S::fast2<MulF32>;
+      else h = &S::fast3<FmaF32>; // fma and mad.f32: one rounding
+      break;
+    }
+    if (flags & (k_f_cc | k_f_sat | k_f_hi | k_f_carry_in)) break;
+    if (flags & k_f_wide) {
+      if (in.op != XOp::mul) break;
+      if (in.type == Type::s32) h = &S::fast2<IntOps<int32_t>::MulWide>;
+      else if (in.type == Type::u32) h = &S::fast2<IntOps<uint32_t>::MulWide>;
+      break;
+    }
+    h = int_type(in.type, [&](auto ops) -> Handler {
+      using O = decltype(ops);
+      switch (in.op) {
+      case XOp::add: return &S::fast2<typename O::Add>;
+      case XOp::sub: return &S::fast2<typename O::Sub>;
+      case XOp::mul: return &S::fast2<typename O::MulLo>;
+      case XOp::mad: return &S::fast3<typename O::MadLo>;
+      default: return nullptr;
+      }
+    });
+    break;
+  case XOp::shl:
+  case XOp::shr:
+    h = int_type(in.type, [&](auto ops) -> Handler {
+      using O = decltype(ops);
+      return in.op == XOp::shl ? Handler(&S::fast2<typename O::Shl>)
+                               : Handler(&S::fast2<typename O::Shr>);
+    });
+    break;
+  case XOp::min:
+  case XOp::max:
+    if (flags & k_f_relu) break;
+    h = int_type(in.type, [&](auto ops) -> Handler {
+      using O = decltype(ops);
+      return in.op == XOp::min ? Handler(&S::fast2<typename O::MinOp>)
+                               : Handler(&S::fast2<typename O::MaxOp>);
+    });
+    break;
+  case XOp::setp:
+    if (in.mode2 != k_bool_none) break;
+    if (in.type2 == Type::f32) {
+      if (!(flags & k_f_ftz)) h = pick_cmp<F32Setp>(in.mode);
+      break;
+    }
+    switch (in.type2) {
+    case Type::s32: h = pick_cmp<IntSetp<int32_t>>(in.mode); break;
+    case Type::u32:
+    case Type::b32: h = pick_cmp<IntSetp<uint32_t>>(in.mode); break;
+    case Type::s64: h = pick_cmp<IntSetp<int64_t>>(in.mode); break;
+    case Type::u64:
+    case Type::b64: h = pick_cmp<IntSetp<uint64_t>>(in.mode); break;
+    default: break;
+    }
+    break;
+  default:
+    break;
+  }
+  return h ? h : general;
 }
 
 bool reference_execution() {
