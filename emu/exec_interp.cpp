@@ -207,6 +207,30 @@ struct BlockRunner::State {
   // `execute`, the general form. Both compute exactly the same values.
   using Handler = void (State::*)(const Insn&, uint32_t, uint32_t);
   std::vector<Handler> handlers;
+  // The registers each instruction waits for and those it sets, for the cost model's timeline:
+  // its register sources, address base, guard and carry in; its register destinations and carry
+  // out.
+  struct Deps {
+    uint32_t read[7];
+    uint32_t write[5];
+    uint8_t nread = 0;
+    uint8_t nwrite = 0;
+  };
+  std::vector<Deps> deps;
+  Deps deps_of(const Insn& in) const {
+    Deps d;
+    for (const Src& s : in.src)
+      if (s.kind == Src::Kind::reg) d.read[d.nread++] = s.slot;
+    if (in.addr.slot != k_no_slot) d.read[d.nread++] = in.addr.slot;
+    if (in.guard != k_no_slot) d.read[d.nread++] = in.guard;
+    if (k.carry_slot != k_no_slot &&
+        ((in.flags & k_f_carry_in) || in.op == XOp::addc || in.op == XOp::subc))
+      d.read[d.nread++] = k.carry_slot;
+    for (const Src& s : in.dst)
+      if (s.kind == Src::Kind::reg) d.write[d.nwrite++] = s.slot;
+    if ((in.flags & k_f_cc) && k.carry_slot != k_no_slot) d.write[d.nwrite++] = k.carry_slot;
+    return d;
+  }
   static Handler pick(const Insn& in);
   template <class SetpOf> static Handler pick_cmp(uint8_t mode);
 
@@ -226,7 +250,11 @@ struct BlockRunner::State {
     history_mask = std::max<uint32_t>(1, launch.history_sectors) - 1;
     history.assign(size_t(nwarps) * (history_mask + 1), Remembered{});
     handlers.reserve(k.code.size());
-    for (const Insn& in : k.code) handlers.push_back(pick(in));
+    deps.reserve(k.code.size());
+    for (const Insn& in : k.code) {
+      handlers.push_back(pick(in));
+      deps.push_back(deps_of(in));
+    }
   }
 
   uint64_t* R(uint32_t warp, uint32_t slot) {
@@ -433,10 +461,15 @@ struct BlockRunner::State {
       if (!std::is_sorted(shared_words, shared_words + shared_count))
         std::sort(shared_words, shared_words + shared_count);
       const int n = int(std::unique(shared_words, shared_words + shared_count) - shared_words);
-      uint8_t per_bank[cost::k_banks] = {};
       uint32_t wavefronts = 1;
-      for (int i = 0; i < n; ++i) {
-        wavefronts = std::max<uint32_t>(wavefronts, ++per_bank[shared_words[i] % cost::k_banks]);
+      if (uint32_t(shared_words[n - 1] - shared_words[0]) == uint32_t(n - 1)) {
+        // consecutive words: each bank serves at most ceil(n / banks) of them
+        wavefronts = std::max<uint32_t>(1, (uint32_t(n) + cost::k_banks - 1) / cost::k_banks);
+      } else {
+        uint8_t per_bank[cost::k_banks] = {};
+        for (int i = 0; i < n; ++i) {
+          wavefronts = std::max<uint32_t>(wavefronts, ++per_bank[shared_words[i] % cost::k_banks]);
+        }
       }
       c.wavefronts += wavefronts;
       lat = std::max<uint16_t>(lat, access == Access::atomic
@@ -775,13 +808,14 @@ struct BlockRunner::State {
       exec = sync_arrive(in, widx, exec, active, pc);
       if (!exec) return; // waits for the rest of its membermask
     }
-    uint32_t n = uint32_t(std::popcount(exec));
+    // (a full warp is the common case; std::popcount is a library call on baseline x86-64)
+    uint32_t n = exec == 0xffffffffu ? 32u : uint32_t(std::popcount(exec));
     res.warp_instructions += 1;
     res.thread_instructions += n;
     res.cost.issue += in.cost;
     w.cycles += in.cost;
     unflushed += n;
-    issue_at = issue_time(in, widx, w);
+    issue_at = issue_time(deps[pc], widx, w);
 
     switch (in.op) {
     case XOp::bra:
@@ -826,18 +860,10 @@ struct BlockRunner::State {
   // The earliest cycle `in` can issue: its slot in the warp's order, and every register it reads
   // ready. Instructions of one straight-line region may issue out of order, as ptxas would
   // schedule them; a branch, an exit or a barrier ends the region.
-  uint64_t issue_time(const Insn& in, uint32_t widx, const Warp& w) const {
+  uint64_t issue_time(const Deps& d, uint32_t widx, const Warp& w) const {
     const uint64_t* r = &ready[size_t(widx) * k.num_slots];
     uint64_t t = w.seq;
-    for (const Src& s : in.src) {
-      if (s.kind == Src::Kind::reg) t = std::max(t, r[s.slot]);
-    }
-    if (in.addr.slot != k_no_slot) t = std::max(t, r[in.addr.slot]);
-    if (in.guard != k_no_slot) t = std::max(t, r[in.guard]);
-    if (k.carry_slot != k_no_slot &&
-        ((in.flags & k_f_carry_in) || in.op == XOp::addc || in.op == XOp::subc)) {
-      t = std::max(t, r[k.carry_slot]);
-    }
+    for (uint32_t i = 0; i < d.nread; ++i) t = std::max(t, r[d.read[i]]);
     return t;
   }
 
@@ -857,10 +883,8 @@ struct BlockRunner::State {
       uint64_t* r = &ready[size_t(widx) * k.num_slots];
       const uint64_t done = t + (is_memory(in.op) ? mem_latency : in.latency);
       horizon = std::max(horizon, done);
-      for (const Src& d : in.dst) {
-        if (d.kind == Src::Kind::reg) r[d.slot] = done;
-      }
-      if ((in.flags & k_f_cc) && k.carry_slot != k_no_slot) r[k.carry_slot] = done;
+      const Deps& d = deps[size_t(&in - k.code.data())];
+      for (uint32_t i = 0; i < d.nwrite; ++i) r[d.write[i]] = done;
     }
     if (in.op == XOp::bra || in.op == XOp::exit) {
       const uint64_t start = std::max(w.region_end, w.seq);
@@ -1703,10 +1727,18 @@ bool BlockRunner::State::fast_memory(const Insn& in, uint32_t widx, uint32_t exe
   }
   case AddrSpace::shared:
     if (hi > shared_size || total > shared_size - hi) return false;
-    each(exec, [&](int l) {
-      for (uint64_t word = addr[l] >> 2; word <= (addr[l] + total - 1) >> 2; ++word)
-        shared_words[shared_count++] = uint32_t(word);
-    });
+    {
+      // aligned: an access of 4 bytes or less is one word, a wider one total / 4 whole words
+      const uint32_t words = total >= 4 ? total / 4 : 1;
+      if (words == 1) {
+        each(exec, [&](int l) { shared_words[shared_count++] = uint32_t(addr[l] >> 2); });
+      } else {
+        each(exec, [&](int l) {
+          for (uint32_t j = 0; j < words; ++j)
+            shared_words[shared_count++] = uint32_t((addr[l] >> 2) + j);
+        });
+      }
+    }
     host = shared.data();
     break;
   case AddrSpace::kparam:
