@@ -716,7 +716,7 @@ struct BlockRunner::State {
       Warp& wp = warps[w];
       uint32_t m = 0;
       each(wp.waiting, [&](int l) {
-        if (wp.bar[l] == b) m |= 1u << l;
+        m |= uint32_t(wp.bar[l] == b) << l;
       });
       if (!m) continue;
       const uint64_t go = std::max({wp.seq, wp.region_end, br.last_arrival + cost::k_lat_barrier});
@@ -790,9 +790,7 @@ struct BlockRunner::State {
       }
       if (pc == UINT32_MAX) each(runnable, [&](int l) { pc = std::min(pc, w.pc[l]); });
       active = 0;
-      each(runnable, [&](int l) {
-        if (w.pc[l] == pc) active |= 1u << l;
-      });
+      each(runnable, [&](int l) { active |= uint32_t(w.pc[l] == pc) << l; });
     }
     const Insn& in = k.code[pc];
     uint32_t exec = active;
@@ -800,7 +798,7 @@ struct BlockRunner::State {
       const uint64_t* g = R(widx, in.guard);
       uint32_t m = 0;
       each(active, [&](int l) {
-        if ((g[l] != 0) != in.guard_negated) m |= 1u << l;
+        m |= uint32_t((g[l] != 0) != in.guard_negated) << l;
       });
       exec = m;
     }
