@@ -1698,15 +1698,17 @@ bool BlockRunner::State::fast_memory(const Insn& in, uint32_t widx, uint32_t exe
     if ((hi & ~(k_window_size - 1)) != window) return false;
     if (window == k_shared_window) {
       space = AddrSpace::shared;
-    } else if (window == k_local_window || window == k_param_window) {
+    } else if (window == k_local_window) {
+      space = AddrSpace::local;
+    } else if (window == k_param_window) {
       return false;
     } else {
       space = AddrSpace::global;
     }
-    if (space == AddrSpace::shared) {
-      each(exec, [&](int l) { addr[l] -= k_shared_window; });
-      lo -= k_shared_window;
-      hi -= k_shared_window;
+    if (space != AddrSpace::global) {
+      each(exec, [&](int l) { addr[l] -= window; });
+      lo -= window;
+      hi -= window;
     }
   }
   uint8_t* host = nullptr; // addr[l] is an offset from it (0 for global memory)
@@ -1739,6 +1741,15 @@ bool BlockRunner::State::fast_memory(const Insn& in, uint32_t widx, uint32_t exe
     }
     host = shared.data();
     break;
+  case AddrSpace::local: {
+    // each thread's own frame: the offset becomes one from the start of the block's frames
+    if (hi > k.local_bytes || total > k.local_bytes - hi) return false;
+    const uint64_t frame = k.local_bytes;
+    each(exec, [&](int l) { addr[l] += uint64_t(widx * k_lanes + uint32_t(l)) * frame; });
+    local_bytes += uint64_t(total) * uint32_t(std::popcount(exec));
+    host = local.data();
+    break;
+  }
   case AddrSpace::kparam:
     if (store || hi > L.kernel->param_bytes || total > L.kernel->param_bytes - hi) return false;
     param_touched = true;
