@@ -304,31 +304,31 @@ int main(int argc, char** argv) {
     float a = 2.0f;
     void* params[] = {&nn, &a, &dx, &dy};
     for (const char* path : {"reference", "fast"}) {
-    setenv("HONE_EMU_EXEC", path, 1);
-    std::vector<double> wall;
-    float event_ms = 0;
-    log.take();
-    for (int rep = 0; rep < 5; ++rep) {
-      auto t0 = Clock::now();
-      check(cuEventRecord(start, nullptr), "cuEventRecord");
-      check(cuLaunchKernel(f, n / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr),
-            "cuLaunchKernel(saxpy)");
-      check(cuEventRecord(stop, nullptr), "cuEventRecord");
-      check(cuEventSynchronize(stop), "cuEventSynchronize");
-      wall.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-      check(cuEventElapsedTime(&event_ms, start, stop), "cuEventElapsedTime");
-    }
-    auto c = log.take();
-    std::sort(wall.begin(), wall.end());
-    std::printf("\nsaxpy, n = 2^20, grid 4096 x 256, %s path: wall %.2f ms (median of 5), "
-                "cuEventElapsedTime %.4f ms (modeled)",
-                path, wall[2] * 1e3, double(event_ms));
-    if (c.launches) {
-      std::printf(", %s thread-instructions per launch, %s thread-instructions/s",
-                  si(double(c.thread_instructions) / double(c.launches)).c_str(),
-                  si(double(c.thread_instructions) / double(c.launches) / wall[2]).c_str());
-    }
-    std::printf("\n");
+      setenv("HONE_EMU_EXEC", path, 1);
+      std::vector<double> wall;
+      float event_ms = 0;
+      log.take();
+      for (int rep = 0; rep < 5; ++rep) {
+        auto t0 = Clock::now();
+        check(cuEventRecord(start, nullptr), "cuEventRecord");
+        check(cuLaunchKernel(f, n / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr),
+              "cuLaunchKernel(saxpy)");
+        check(cuEventRecord(stop, nullptr), "cuEventRecord");
+        check(cuEventSynchronize(stop), "cuEventSynchronize");
+        wall.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        check(cuEventElapsedTime(&event_ms, start, stop), "cuEventElapsedTime");
+      }
+      auto c = log.take();
+      std::sort(wall.begin(), wall.end());
+      std::printf("\nsaxpy, n = 2^20, grid 4096 x 256, %s path: wall %.2f ms (median of 5), "
+                  "cuEventElapsedTime %.4f ms (modeled)",
+                  path, wall[2] * 1e3, double(event_ms));
+      if (c.launches) {
+        std::printf(", %s thread-instructions per launch, %s thread-instructions/s",
+                    si(double(c.thread_instructions) / double(c.launches)).c_str(),
+                    si(double(c.thread_instructions) / double(c.launches) / wall[2]).c_str());
+      }
+      std::printf("\n");
     }
     unsetenv("HONE_EMU_EXEC");
     cuEventDestroy(start);

@@ -237,7 +237,8 @@ CUresult execute_kernel(Registry& r, std::unique_lock<std::mutex>& lock, Handle 
               std::to_string(c.waves) + " waves; ns: issue " + std::to_string(c.issue_ns) +
               ", latency " + std::to_string(c.latency_ns) + ", L1 " + std::to_string(c.l1_ns) +
               ", L2 " + std::to_string(c.l2_ns) + ", DRAM " + std::to_string(c.dram_ns) +
-              "; bytes: L2 " + std::to_string(c.l2_bytes) + ", DRAM " + std::to_string(c.dram_bytes));
+              "; bytes: L2 " + std::to_string(c.l2_bytes) + ", DRAM " + std::to_string(c.dram_bytes) +
+              (outcome.reference_path ? "; reference path" : ""));
     }
     return CUDA_SUCCESS;
   }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string_view>
 #include <limits>
+#include <tuple>
 #include <type_traits>
 
 #include <cuda.h>
@@ -51,16 +52,6 @@ template <class F> inline void each(uint32_t mask, F&& f) {
 }
 
 constexpr uint64_t k_zero_lanes[32] = {};
-
-// ptx::type_size as a table: the interpreter asks for it on every memory instruction.
-struct TypeSizes {
-  uint8_t size[256];
-  TypeSizes() {
-    for (int t = 0; t < 256; ++t) size[t] = uint8_t(ptx::type_size(Type(t)));
-  }
-};
-const TypeSizes k_type_sizes;
-inline uint32_t size_of(Type t) { return k_type_sizes.size[uint8_t(t)]; }
 
 inline float as_f32(uint64_t v) { return std::bit_cast<float>(uint32_t(v)); }
 inline double as_f64(uint64_t v) { return std::bit_cast<double>(v); }
@@ -676,8 +667,15 @@ struct BlockRunner::State {
     return tmp;
   }
 
-  // An instruction's sources as lane arrays, and its first destination: the register's lanes
-  // with the mask of its width, or a sink for a destination that is not a register.
+  // A destination's lanes and the mask of its register's width (`sink` when it is not a
+  // register).
+  std::pair<uint64_t*, uint64_t> dest(const Src& d, uint32_t warp, uint64_t* sink) {
+    if (d.kind != Src::Kind::reg) return {sink, ~0ull};
+    const uint8_t w = k.slot_bytes[d.slot];
+    return {R(warp, d.slot), w < 8 ? (1ull << (w * 8)) - 1 : ~0ull};
+  }
+
+  // An instruction's sources as lane arrays, and its first destination (dest()).
   struct Operands {
     const uint64_t* src[4];
     uint64_t* dst;
@@ -687,15 +685,7 @@ struct BlockRunner::State {
   };
   void operands(const Insn& in, uint32_t warp, uint32_t exec, Operands& o) {
     for (int i = 0; i < 4; ++i) o.src[i] = lanes(in.src[i], warp, exec, o.tmp[i]);
-    const Src& d = in.dst[0];
-    if (d.kind == Src::Kind::reg) {
-      const uint8_t w = k.slot_bytes[d.slot];
-      o.dst = R(warp, d.slot);
-      o.dst_mask = w < 8 ? (1ull << (w * 8)) - 1 : ~0ull;
-    } else {
-      o.dst = o.sink;
-      o.dst_mask = ~0ull;
-    }
+    std::tie(o.dst, o.dst_mask) = dest(in.dst[0], warp, o.sink);
   }
 
   void wr(const Src& d, uint32_t warp, int lane, uint64_t v) {
@@ -1040,12 +1030,6 @@ struct BlockRunner::State {
 
   void execute(const Insn& in, uint32_t widx, uint32_t exec);
 
-  // The destination's lanes and the mask of its register's width (a sink when it is none).
-  std::pair<uint64_t*, uint64_t> dest(const Src& d, uint32_t warp, uint64_t* sink) {
-    if (d.kind != Src::Kind::reg) return {sink, ~0ull};
-    const uint8_t w = k.slot_bytes[d.slot];
-    return {R(warp, d.slot), w < 8 ? (1ull << (w * 8)) - 1 : ~0ull};
-  }
   // d = f(a, b) on every lane of exec, the operands as 64-bit lane values.
   template <class F> void fast2(const Insn& in, uint32_t widx, uint32_t exec) {
     uint64_t ta[k_lanes], tb[k_lanes], sink[k_lanes];
@@ -1086,13 +1070,13 @@ struct BlockRunner::State {
       each(exec, [&](int l) { p[l] = uint64_t(F::apply(a[l], b[l])) & pm; });
     }
   }
-  void fast_ldst(const Insn& in, uint32_t widx, uint32_t exec) { exec_memory(in, widx, exec); }
-  // cvta and cvta.to of the global window (mode 0): the address itself, narrowed for .u32.
-  template <bool Narrow> void fast_cvta_global(const Insn& in, uint32_t widx, uint32_t exec) {
+  // cvta and cvta.to of the global window (mode 0) with a .u32 result: the address's low half.
+  // (A 64-bit one is the address itself: fast_mov.)
+  void fast_cvta_narrow(const Insn& in, uint32_t widx, uint32_t exec) {
     uint64_t ta[k_lanes], sink[k_lanes];
     const uint64_t* a = lanes(in.src[0], widx, exec, ta);
     auto [d, m] = dest(in.dst[0], widx, sink);
-    each(exec, [&](int l) { d[l] = (Narrow ? uint64_t(uint32_t(a[l])) : a[l]) & m; });
+    each(exec, [&](int l) { d[l] = uint64_t(uint32_t(a[l])) & m; });
   }
 
   void exec_arith(const Insn& in, uint32_t widx, uint32_t exec);
@@ -1169,7 +1153,7 @@ void BlockRunner::State::exec_arith(const Insn& in, uint32_t widx, uint32_t exec
     return;
   case XOp::pack: {
     // mov.b64 d, {a, b}: elements of equal width, lowest first
-    unsigned ew = size_of(t) * 8 / in.nsrc;
+    unsigned ew = ptx::type_size(t) * 8 / in.nsrc;
     each(exec, [&](int l) {
       uint64_t v = 0;
       for (int e = in.nsrc - 1; e >= 0; --e) {
@@ -1180,7 +1164,7 @@ void BlockRunner::State::exec_arith(const Insn& in, uint32_t widx, uint32_t exec
     return;
   }
   case XOp::unpack: {
-    unsigned ew = size_of(t) * 8 / in.ndst;
+    unsigned ew = ptx::type_size(t) * 8 / in.ndst;
     each(exec, [&](int l) {
       uint64_t v = S(0, l);
       for (int e = 0; e < in.ndst; ++e) {
@@ -1625,7 +1609,7 @@ void BlockRunner::State::exec_convert(const Insn& in, uint32_t widx, uint32_t ex
     }
     each(exec, [&](int l) {
       uint64_t v = sem::cvt(S(0, l), in.type, in.type2, mode, ftz, sat, relu, satfinite);
-      if (ptx::is_signed(in.type)) v = sign_extend(v, size_of(in.type) * 8);
+      if (ptx::is_signed(in.type)) v = sign_extend(v, ptx::type_size(in.type) * 8);
       wr(in.dst[0], widx, l, v);
     });
     return;
@@ -1673,7 +1657,7 @@ void BlockRunner::State::exec_convert(const Insn& in, uint32_t widx, uint32_t ex
 // faults at the first bad lane exactly as before. What each lane reads or writes, in which order,
 // and what the cost model is told are the per-lane way's.
 bool BlockRunner::State::fast_memory(const Insn& in, uint32_t widx, uint32_t exec) {
-  const uint32_t esize = std::max<uint32_t>(size_of(in.type), 1);
+  const uint32_t esize = std::max<uint32_t>(ptx::type_size(in.type), 1);
   const uint32_t total = esize * in.vec;
   const bool store = in.op == XOp::st;
   uint64_t addr[k_lanes];
@@ -1793,17 +1777,7 @@ bool BlockRunner::State::fast_memory(const Insn& in, uint32_t widx, uint32_t exe
     uint64_t* dst[4];
     uint64_t mask[4];
     uint64_t sink[k_lanes];
-    for (uint32_t e = 0; e < in.vec; ++e) {
-      const Src& d = in.dst[e];
-      if (d.kind == Src::Kind::reg) {
-        const uint8_t w = k.slot_bytes[d.slot];
-        dst[e] = R(widx, d.slot);
-        mask[e] = w < 8 ? (1ull << (w * 8)) - 1 : ~0ull;
-      } else {
-        dst[e] = sink;
-        mask[e] = ~0ull;
-      }
-    }
+    for (uint32_t e = 0; e < in.vec; ++e) std::tie(dst[e], mask[e]) = dest(in.dst[e], widx, sink);
     const bool typed = !vol && sized([&](auto z) {
       using T = decltype(z);
       using S = std::make_signed_t<T>;
@@ -1834,7 +1808,7 @@ bool BlockRunner::State::fast_memory(const Insn& in, uint32_t widx, uint32_t exe
 
 void BlockRunner::State::exec_memory(const Insn& in, uint32_t widx, uint32_t exec) {
   if (in.op != XOp::cp_async && fast_memory(in, widx, exec)) return;
-  const uint32_t esize = std::max<uint32_t>(size_of(in.type), 1);
+  const uint32_t esize = std::max<uint32_t>(ptx::type_size(in.type), 1);
   const uint32_t total = esize * in.vec;
   const bool vol = in.flags & k_f_volatile;
   const bool sign = ptx::is_signed(in.type);
@@ -1904,7 +1878,7 @@ template <class T> T atomic_apply(uint8_t op, T old, T a, T b) {
 
 void BlockRunner::State::exec_atomic(const Insn& in, uint32_t widx, uint32_t exec) {
   const Type t = in.type;
-  const uint32_t size = std::max<uint32_t>(size_of(t), 1);
+  const uint32_t size = std::max<uint32_t>(ptx::type_size(t), 1);
   each(exec, [&](int l) {
     uint8_t* p = resolve(in.addr, widx, l, size, true, in);
     uint64_t a = rd(in.src[0], widx, l);
@@ -2183,20 +2157,16 @@ struct F32Setp {
 BlockRunner::State::Handler BlockRunner::State::pick(const Insn& in) {
   using S = BlockRunner::State;
   const Handler general = &S::execute;
-  if (in.guard == k_no_slot && in.op == XOp::nop) return general;
   const uint32_t flags = in.flags;
-  auto by_int = [&](auto z, auto&& f) -> Handler {
-    using T = decltype(z);
-    return f(IntOps<T>{});
-  };
+  // f(IntOps<T>{}) for the integer type T of `t`, or no handler for other types
   auto int_type = [&](Type t, auto&& f) -> Handler {
     switch (t) {
-    case Type::s32: return by_int(int32_t{}, f);
+    case Type::s32: return f(IntOps<int32_t>{});
     case Type::u32:
-    case Type::b32: return by_int(uint32_t{}, f);
-    case Type::s64: return by_int(int64_t{}, f);
+    case Type::b32: return f(IntOps<uint32_t>{});
+    case Type::s64: return f(IntOps<int64_t>{});
     case Type::u64:
-    case Type::b64: return by_int(uint64_t{}, f);
+    case Type::b64: return f(IntOps<uint64_t>{});
     default: return nullptr;
     }
   };
@@ -2207,7 +2177,7 @@ BlockRunner::State::Handler BlockRunner::State::pick(const Insn& in) {
     break;
   case XOp::ld:
   case XOp::st:
-    h = &S::fast_ldst;
+    h = &S::exec_memory; // tries fast_memory first
     break;
   case XOp::and_:
     if (!is_half(in.type)) h = &S::fast2<And>;
@@ -2225,7 +2195,7 @@ BlockRunner::State::Handler BlockRunner::State::pick(const Insn& in) {
   case XOp::cvta_to:
     if (in.mode == 0) {
       const bool narrow = in.type == Type::u32 || in.type == Type::b32;
-      h = narrow ? Handler(&S::fast_cvta_global<true>) : Handler(&S::fast_cvta_global<false>);
+      h = narrow ? Handler(&S::fast_cvta_narrow) : Handler(&S::fast_mov);
     }
     break;
   case XOp::add:

@@ -244,6 +244,7 @@ public:
     // one host thread each (the driver checked that the grid fits the device at once).
     const unsigned workers = r.cooperative ? unsigned(blocks) : pool_workers();
     const bool reference = reference_execution();
+    out.reference_path = reference;
     std::vector<std::unique_ptr<BlockRunner>> runners(reference ? 0 : workers);
     std::vector<std::unique_ptr<ReferenceBlockRunner>> reference_runners(reference ? workers : 0);
     std::mutex merge;

@@ -108,6 +108,7 @@ struct LaunchOutcome {
   uint64_t thread_instructions = 0;
   uint64_t memory_sectors = 0;
   ModeledCost cost;
+  bool reference_path = false; // executed by the reference path (HONE_EMU_EXEC=reference)
 };
 
 class Program;

@@ -1,6 +1,7 @@
 #include "ptx/ir.hpp"
 
 #include <algorithm>
+#include <array>
 #include <unordered_map>
 
 namespace hone::ptx {
@@ -81,10 +82,13 @@ std::string_view type_name(Type t) {
 }
 
 uint32_t type_size(Type t) {
-  for (const auto& e : k_types) {
-    if (e.type == t) return e.size;
-  }
-  return 0;
+  // The interpreter asks on every memory instruction: a table indexed by the type.
+  static constexpr auto k_sizes = [] {
+    std::array<uint8_t, 256> sizes{};
+    for (const auto& e : k_types) sizes[size_t(e.type)] = uint8_t(e.size);
+    return sizes;
+  }();
+  return k_sizes[uint8_t(t)];
 }
 
 bool is_float(Type t) {

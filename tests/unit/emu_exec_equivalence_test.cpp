@@ -22,6 +22,9 @@
 namespace {
 
 const bool k_one_thread = setenv("HONE_EMU_THREADS", "1", 1) == 0;
+// The driver's debug log names launches the reference path ran: proof that both paths did run
+// (read once, when the driver starts).
+const bool k_debug_log = setenv("HONE_EMU_LOG", "debug", 1) == 0;
 
 using hone::test::CorpusBuild;
 using hone::test::CorpusKernel;
@@ -68,13 +71,18 @@ CUresult use_context() {
   return cuCtxSetCurrent(ctx);
 }
 
-CorpusRunResult run_with(const char* path, const Case& c, const std::string& ptx) {
+// One run on `path`; `log` gets what the driver wrote to stderr meanwhile.
+CorpusRunResult run_with(const char* path, const Case& c, const std::string& ptx,
+                         std::string& log) {
+  testing::internal::CaptureStderr();
   setenv("HONE_EMU_EXEC", path, 1);
   CUmodule module = nullptr;
   CorpusRunResult result;
   CUresult r = cuModuleLoadData(&module, ptx.c_str());
   if (r != CUDA_SUCCESS) {
     result.failures.push_back("cuModuleLoadData: " + hone::test::cu_error_text(r));
+    unsetenv("HONE_EMU_EXEC");
+    log = testing::internal::GetCapturedStderr();
     return result;
   }
   CUfunction f = nullptr;
@@ -86,6 +94,7 @@ CorpusRunResult run_with(const char* path, const Case& c, const std::string& ptx
   }
   cuModuleUnload(module);
   unsetenv("HONE_EMU_EXEC");
+  log = testing::internal::GetCapturedStderr();
   return result;
 }
 
@@ -95,12 +104,17 @@ TEST_P(ExecEquivalence, FastPathMatchesReferenceBitForBit) {
   const Case& c = GetParam();
   const auto& module_ptx = hone::test::compiled(c.build);
   ASSERT_TRUE(module_ptx.error.empty()) << module_ptx.error;
-  ASSERT_TRUE(k_one_thread);
+  ASSERT_TRUE(k_one_thread && k_debug_log);
   ASSERT_EQ(use_context(), CUDA_SUCCESS);
   if (c.seed) setenv("HONE_EMU_SCHEDULE_SEED", c.seed, 1);
-  const CorpusRunResult ref = run_with("reference", c, module_ptx.ptx);
-  const CorpusRunResult fast = run_with("fast", c, module_ptx.ptx);
+  std::string ref_log, fast_log;
+  const CorpusRunResult ref = run_with("reference", c, module_ptx.ptx, ref_log);
+  const CorpusRunResult fast = run_with("fast", c, module_ptx.ptx, fast_log);
   unsetenv("HONE_EMU_SCHEDULE_SEED");
+  // Each path ran what it was asked to: otherwise the comparison below compares a path with itself.
+  EXPECT_NE(ref_log.find("; reference path"), std::string::npos) << ref_log.substr(0, 2000);
+  EXPECT_NE(fast_log.find("hone-emu: launch "), std::string::npos) << fast_log.substr(0, 2000);
+  EXPECT_EQ(fast_log.find("; reference path"), std::string::npos) << fast_log.substr(0, 2000);
 
   std::string ref_report, fast_report;
   for (const auto& l : ref.failures) ref_report += "\n  " + l;
