@@ -96,6 +96,30 @@ private:
   Shard m_shards[k_shards];
 };
 
+// Which slot of a warp's L1 history (its direct-mapped share of L1, emu/exec_interp.cpp) a
+// sector takes: from the sector's place in its allocation and the order in which the warp first
+// touched that allocation, never from host addresses. Where the host happened to map a buffer must
+// not decide which sectors evict each other, or the same launch would model another time in
+// another run. (A warp's own order of accesses does not depend on the schedule.)
+class HistorySlots {
+public:
+  void reset() { m_count = 0; }
+  // The slot of `sector` (an address / 32) in the allocation at `base`, for a history of
+  // `mask` + 1 slots.
+  uint64_t slot(uint64_t sector, uint64_t base, uint64_t mask) {
+    uint32_t ordinal = 0;
+    while (ordinal < m_count && m_bases[ordinal] != base) ++ordinal;
+    if (ordinal == m_count && m_count < k_remembered) m_bases[m_count++] = base;
+    const uint64_t h = (sector - (base >> 5)) + ordinal * 0x9e3779b97f4a7c15ull;
+    return (h ^ (h >> 7)) & mask;
+  }
+
+private:
+  static constexpr uint32_t k_remembered = 8; // allocations past these share one ordinal
+  uint64_t m_bases[k_remembered] = {};
+  uint32_t m_count = 0;
+};
+
 // What one block did, for the model (sums over its warps, or the maximum of their paths).
 struct BlockCost {
   uint64_t issue = 0;       // scheduler cycles (each warp instruction's cost)

@@ -167,6 +167,7 @@ struct ReferenceBlockRunner::State {
     uint64_t arrives = 0;
   };
   std::vector<Remembered> history;
+  std::vector<cost::HistorySlots> history_slots; // [warp]
   uint64_t history_mask = 0;
   uint64_t history_block = 0;     // tag of this block's entries (the low 20 bits of an entry)
   uint64_t time_base = 0;         // where this block's timelines start: every earlier ready time is past
@@ -200,6 +201,7 @@ struct ReferenceBlockRunner::State {
     ready.resize(size_t(nwarps) * k.num_slots);
     history_mask = std::max<uint32_t>(1, launch.history_sectors) - 1;
     history.assign(size_t(nwarps) * (history_mask + 1), Remembered{});
+    history_slots.resize(nwarps);
   }
 
   uint64_t* R(uint32_t warp, uint32_t slot) {
@@ -350,6 +352,16 @@ struct ReferenceBlockRunner::State {
   // Charges the memory instruction just executed by warp `widx` and sets its latency: global
   // sectors (one L1 data-path cycle per 128-byte line, L1 reuse, L2 traffic), shared-memory
   // words (one cycle per wavefront: the most distinct words any bank serves), local bytes.
+  // The base of the allocation `sector` lies in (for the L1 history's slots): usually the one
+  // the access just checked against.
+  uint64_t allocation_base(uint64_t sector) const {
+    const uint64_t addr = sector << 5;
+    if (last_alloc && last_alloc->contains(addr, 1)) return last_alloc->base;
+    const Allocation* a = L.table->find(addr);
+    if (!a) a = L.table->find(addr + 31); // a registered buffer that starts inside the sector
+    return a ? a->base : 0;
+  }
+
   enum class Access { load, store, atomic };
   void flush_memory(const Insn& in, uint32_t widx, Access access) {
     uint16_t lat = 0;
@@ -380,10 +392,11 @@ struct ReferenceBlockRunner::State {
           // data it asked for then has arrived.
           uint64_t arrives = issue_at + cost::k_lat_l1;
           Remembered* h = &history[size_t(widx) * (history_mask + 1)];
+          cost::HistorySlots& slots = history_slots[widx];
           for (int i = 0; i < n; ++i) {
             const uint64_t s = sectors_scratch[i];
             const uint64_t tag = (s << 20) | history_block;
-            Remembered& e = h[(s ^ (s >> 7)) & history_mask];
+            Remembered& e = h[slots.slot(s, allocation_base(s), history_mask)];
             if (e.tag != tag) {
               e.tag = tag;
               e.arrives = issue_at + cost::k_lat_miss;
@@ -1755,6 +1768,7 @@ BlockResult ReferenceBlockRunner::run(uint64_t block_linear) {
   s.load_requests = 0;
   s.volatile_requests = 0;
   s.loads_overflowed = false;
+  for (auto& slots : s.history_slots) slots.reset();
   if (++s.history_block == (1u << 20)) {
     std::fill(s.history.begin(), s.history.end(), State::Remembered{});
     s.history_block = 1;
