@@ -24,6 +24,21 @@ using L = DeviceLimits;
 constexpr uint32_t k_reserved_shared_per_block = 1024;
 constexpr uint32_t k_max_blocks_per_sm = 32;
 
+// The debug log's note on which path ran a launch (emu/exec_jit.hpp), and for compiled code how
+// much of the launch it executed: the rest is what it left to the interpreter.
+std::string path_note(const LaunchOutcome& o) {
+  switch (o.path) {
+  case ExecPath::reference:
+    return "; reference path";
+  case ExecPath::compiled:
+    return "; compiled code, " + std::to_string(o.compiled_warp_instructions) + " of " +
+           std::to_string(o.warp_instructions) + " warp instructions";
+  case ExecPath::interpreter:
+    break;
+  }
+  return "; interpreted";
+}
+
 struct LaunchArgs {
   CUfunction f = nullptr;
   Dim3 grid;
@@ -238,7 +253,7 @@ CUresult execute_kernel(Registry& r, std::unique_lock<std::mutex>& lock, Handle 
               ", latency " + std::to_string(c.latency_ns) + ", L1 " + std::to_string(c.l1_ns) +
               ", L2 " + std::to_string(c.l2_ns) + ", DRAM " + std::to_string(c.dram_ns) +
               "; bytes: L2 " + std::to_string(c.l2_bytes) + ", DRAM " + std::to_string(c.dram_bytes) +
-              (outcome.reference_path ? "; reference path" : ""));
+              path_note(outcome));
     }
     return CUDA_SUCCESS;
   }

@@ -226,6 +226,72 @@ struct BlockRunner::State {
   static Handler pick(const Insn& in);
   template <class SetpOf> static Handler pick_cmp(uint8_t mode);
 
+  // ---- compiled code (emu/jit/abi.hpp) ------------------------------------------------------
+  const jit::Code* code = nullptr;
+  jit::Frame frame;
+  jit::Helpers helpers;
+  std::vector<uint32_t> tid_lanes; // per warp: tid.x, tid.y, tid.z of its 32 lanes
+  Fault jit_fault{0, ""};           // what the helper caught, rethrown by run_compiled()
+
+  // Takes up to `steps` steps of warp `widx` (converged, at an entry of the code) through the
+  // compiled code; returns how many it took (0: the interpreter takes the next one).
+  uint32_t run_compiled(uint32_t widx, uint32_t steps) {
+    Warp& w = warps[widx];
+    jit::Frame& f = frame;
+    f.regs = R(widx, 0);
+    f.ready = &ready[size_t(widx) * k.num_slots];
+    f.tid = &tid_lanes[size_t(widx) * 3 * k_lanes];
+    f.widx = widx;
+    f.active = w.alive & ~w.waiting;
+    f.steps = steps;
+    f.pc = w.cpc;
+    f.status = 0;
+    f.seq = w.seq;
+    f.region_end = w.region_end;
+    f.cycles = w.cycles;
+    f.horizon = horizon;
+    f.warp_instructions = res.warp_instructions;
+    f.thread_instructions = res.thread_instructions;
+    f.issue = res.cost.issue;
+    f.unflushed = unflushed;
+    code->run(&f);
+    w.cpc = f.pc;
+    w.seq = f.seq;
+    w.region_end = f.region_end;
+    w.cycles = f.cycles;
+    horizon = f.horizon;
+    res.compiled_warp_instructions += f.warp_instructions - res.warp_instructions;
+    res.warp_instructions = f.warp_instructions;
+    res.thread_instructions = f.thread_instructions;
+    res.cost.issue = f.issue;
+    unflushed = f.unflushed;
+    // what step() does after every step of a converged warp
+    if (f.steps) w.spin = w.rotate_steps = 0;
+    if (f.status == jit::k_faulted) throw jit_fault;
+    return f.steps;
+  }
+
+  // Helpers::execute: the instruction at `pc` through its handler, as step() runs it.
+  static int64_t jit_execute(jit::Frame* f, uint32_t pc, uint32_t exec, uint64_t issue_at) {
+    State& s = *static_cast<State*>(f->state);
+    const Insn& in = s.k.code[pc];
+    s.warps[f->widx].cycles = f->cycles; // %clock
+    s.issue_at = issue_at;
+    try {
+      (s.*s.handlers[pc])(in, f->widx, exec);
+    } catch (Fault& fault) {
+      s.jit_fault = std::move(fault);
+      return -1;
+    } catch (const std::bad_alloc&) {
+      s.jit_fault = Fault{CUDA_ERROR_OUT_OF_MEMORY, "out of host memory running " + s.k.name};
+      return -1;
+    } catch (...) {
+      s.jit_fault = Fault{CUDA_ERROR_UNKNOWN, "internal error running " + s.k.name};
+      return -1;
+    }
+    return is_memory(in.op) ? s.mem_latency : in.latency;
+  }
+
   explicit State(LaunchShared& launch)
       : L(launch), k(*launch.kernel), threads(uint32_t(launch.block.count())),
         nwarps((threads + k_lanes - 1) / k_lanes),
@@ -247,6 +313,34 @@ struct BlockRunner::State {
     for (const Insn& in : k.code) {
       handlers.push_back(pick(in));
       deps.push_back(deps_of(in));
+    }
+    code = launch.code;
+    if (code) {
+      tid_lanes.resize(size_t(nwarps) * 3 * k_lanes);
+      const uint32_t bx = L.block.x, by = L.block.y;
+      for (uint32_t w = 0; w < nwarps; ++w) {
+        uint32_t* t = &tid_lanes[size_t(w) * 3 * k_lanes];
+        for (uint32_t l = 0; l < k_lanes; ++l) {
+          const uint32_t i = w * k_lanes + l;
+          t[l] = i % bx;
+          t[k_lanes + l] = (i / bx) % by;
+          t[2 * k_lanes + l] = i / (bx * by);
+        }
+      }
+      helpers.execute = &State::jit_execute;
+      frame.state = this;
+      frame.helpers = &helpers;
+      frame.params = L.params;
+      frame.uniform[jit::k_u_ntid_x] = L.block.x;
+      frame.uniform[jit::k_u_ntid_y] = L.block.y;
+      frame.uniform[jit::k_u_ntid_z] = L.block.z;
+      frame.uniform[jit::k_u_nctaid_x] = L.grid.x;
+      frame.uniform[jit::k_u_nctaid_y] = L.grid.y;
+      frame.uniform[jit::k_u_nctaid_z] = L.grid.z;
+      frame.uniform[jit::k_u_shared_size] = shared_size;
+      frame.uniform[jit::k_u_dynamic_shared] = L.dynamic_shared_bytes;
+      frame.uniform[jit::k_u_envreg1] = uint32_t(L.grid_workspace >> 32);
+      frame.uniform[jit::k_u_envreg2] = uint32_t(L.grid_workspace);
     }
   }
 
@@ -1013,9 +1107,15 @@ struct BlockRunner::State {
           ++done_warps;
           continue;
         }
-        for (uint32_t s = 0; s < slice && (w.alive & ~w.waiting); ++s) {
-          step(wi);
+        for (uint32_t s = 0; s < slice && (w.alive & ~w.waiting);) {
           ran = true;
+          if (code && w.converged && code->entry[w.cpc]) {
+            const uint32_t took = run_compiled(wi, slice - s);
+            s += took;
+            if (took) continue;
+          }
+          step(wi);
+          ++s;
         }
         if (unflushed >= k_budget_flush) flush_budget();
       }
@@ -2282,11 +2382,6 @@ BlockRunner::State::Handler BlockRunner::State::pick(const Insn& in) {
   return h ? h : general;
 }
 
-bool reference_execution() {
-  const char* e = std::getenv("HONE_EMU_EXEC");
-  return e && std::string_view(e) == "reference";
-}
-
 BlockRunner::BlockRunner(LaunchShared& launch) : m_state(std::make_unique<State>(launch)) {}
 BlockRunner::~BlockRunner() = default;
 
@@ -2297,6 +2392,10 @@ BlockResult BlockRunner::run(uint64_t block_linear) {
   s.ctaid[0] = uint32_t(block_linear % s.L.grid.x);
   s.ctaid[1] = uint32_t((block_linear / s.L.grid.x) % s.L.grid.y);
   s.ctaid[2] = uint32_t(block_linear / (uint64_t(s.L.grid.x) * s.L.grid.y));
+  s.frame.uniform[jit::k_u_ctaid_x] = s.ctaid[0];
+  s.frame.uniform[jit::k_u_ctaid_y] = s.ctaid[1];
+  s.frame.uniform[jit::k_u_ctaid_z] = s.ctaid[2];
+  s.frame.uniform[jit::k_u_smid] = block_linear % DeviceLimits::k_sm_count;
   std::fill(s.regs.begin(), s.regs.end(), 0);
   std::fill(s.local.begin(), s.local.end(), 0);
   std::fill(s.shared.begin(), s.shared.end(), 0);

@@ -8,6 +8,7 @@
 
 #include "emu/cost_model.hpp"
 #include "emu/exec_code.hpp"
+#include "emu/jit/abi.hpp"
 #include "emu/memory.hpp"
 #include "emu/program.hpp"
 
@@ -45,6 +46,9 @@ struct LaunchShared {
   cost::SectorSet* sectors = nullptr;    // the distinct global sectors read and written
   uint32_t l1_bytes_per_block = 0;       // L1 a block may keep its data in
   uint32_t history_sectors = 16;         // per warp: the sectors it remembers for L1 latency (2^n)
+  // The kernel's compiled code, or nullptr: converged warps then take their steps through it
+  // wherever it has an entry (emu/jit/abi.hpp).
+  const jit::Code* code = nullptr;
 };
 
 struct BlockResult {
@@ -53,6 +57,7 @@ struct BlockResult {
   uint64_t warp_instructions = 0;
   uint64_t thread_instructions = 0;
   uint64_t memory_sectors = 0; // 32-byte global sectors touched, distinct per warp instruction
+  uint64_t compiled_warp_instructions = 0; // of warp_instructions, those compiled code executed
   cost::BlockCost cost;
 };
 
@@ -72,7 +77,7 @@ private:
 };
 
 // The same interpreter before its fast path (exec_interp_reference.cpp): identical results and
-// modeled times, slower. Chosen per launch by HONE_EMU_EXEC=reference.
+// modeled times, slower. Chosen per launch by HONE_EMU_EXEC=reference (emu/exec_jit.hpp).
 class ReferenceBlockRunner {
 public:
   explicit ReferenceBlockRunner(LaunchShared& launch);
@@ -86,9 +91,5 @@ private:
   struct State;
   std::unique_ptr<State> m_state;
 };
-
-// Whether this launch takes the reference path: HONE_EMU_EXEC=reference, read at every launch
-// ("fast", the default, or "reference"; anything else is the default).
-bool reference_execution();
 
 } // namespace hone::emu

@@ -3,6 +3,7 @@
 #include "emu/cost_model.hpp"
 #include "emu/exec_decode.hpp"
 #include "emu/exec_interp.hpp"
+#include "emu/exec_jit.hpp"
 #include "emu/exec_pool.hpp"
 #include "emu/kernel_registers.hpp"
 #include "emu/log.hpp"
@@ -243,8 +244,12 @@ public:
     // A cooperative grid's blocks wait for each other at grid barriers: all of them run at once,
     // one host thread each (the driver checked that the grid fits the device at once).
     const unsigned workers = r.cooperative ? unsigned(blocks) : pool_workers();
-    const bool reference = reference_execution();
-    out.reference_path = reference;
+    const ExecMode mode = execution_mode();
+    const bool reference = mode == ExecMode::reference;
+    shared.code = reference ? nullptr : m_jit.for_launch(m_code, mode, blocks * b.count());
+    out.path = reference     ? ExecPath::reference
+               : shared.code ? ExecPath::compiled
+                             : ExecPath::interpreter;
     std::vector<std::unique_ptr<BlockRunner>> runners(reference ? 0 : workers);
     std::vector<std::unique_ptr<ReferenceBlockRunner>> reference_runners(reference ? workers : 0);
     std::mutex merge;
@@ -288,6 +293,7 @@ public:
       out.warp_instructions += br.warp_instructions;
       out.thread_instructions += br.thread_instructions;
       out.memory_sectors += br.memory_sectors;
+      out.compiled_warp_instructions += br.compiled_warp_instructions;
     };
     if (r.cooperative) {
       std::vector<std::thread> threads;
@@ -311,6 +317,7 @@ public:
       out.status = failure.status;
       out.message = failure.message;
     }
+    if (out.path == ExecPath::interpreter) m_jit.interpreted(out.thread_instructions);
     const cost::Breakdown m = model.finish(registers, from_ptxas);
     out.modeled_ns = cost::cycles_to_ns(m.total_cycles);
     ModeledCost& mc = out.cost;
@@ -337,6 +344,7 @@ private:
   std::vector<ParamSlot> m_params;
   KernelAttributes m_attrs;
   std::optional<std::array<int64_t, 3>> m_reqntid;
+  KernelCode m_jit;
 };
 
 class ProgramImpl final : public Program {

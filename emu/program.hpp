@@ -100,6 +100,8 @@ struct ModeledCost {
   std::string bound;               // the largest term: "issue", "latency", "L1", "L2" or "DRAM"
 };
 
+enum class ExecPath : uint8_t { interpreter, reference, compiled };
+
 struct LaunchOutcome {
   int status = 0;           // a CUresult: 0, or the error the launch ended with
   std::string message;      // for errors: kernel, PTX line, thread, address
@@ -108,7 +110,10 @@ struct LaunchOutcome {
   uint64_t thread_instructions = 0;
   uint64_t memory_sectors = 0;
   ModeledCost cost;
-  bool reference_path = false; // executed by the reference path (HONE_EMU_EXEC=reference)
+  // Which path executed it (emu/exec_jit.hpp): the interpreter, its reference path, or the
+  // kernel's compiled code (with the interpreter for what that code leaves to it).
+  ExecPath path = ExecPath::interpreter;
+  uint64_t compiled_warp_instructions = 0; // of warp_instructions, those compiled code executed
 };
 
 class Program;

@@ -1,8 +1,9 @@
-// The emulated device's two execution paths agree bit for bit: every corpus kernel runs through
-// the reference path (HONE_EMU_EXEC=reference, the interpreter as it was before the fast path)
-// and the fast path (the default), at every shape its launcher checks, with the fixed schedule
-// and under a scheduling seed; every buffer read back and every launch's modeled time must be
-// identical, and so must what the launcher's checks found.
+// The emulated device's execution paths agree bit for bit: every corpus kernel runs through the
+// reference path (HONE_EMU_EXEC=reference, the interpreter as it was before it was made fast), the
+// interpreter (HONE_EMU_EXEC=interpret) and its compiled code (HONE_EMU_EXEC=compile, emu/jit/),
+// at every shape its launcher checks, with the fixed schedule and under a scheduling seed; every
+// buffer read back and every launch's modeled time must be identical, and so must what the
+// launcher's checks found.
 //
 // Blocks run on one host thread here (HONE_EMU_THREADS=1, set before the driver starts its pool):
 // the corpus's NONDETERMINISTIC kernels (float atomics, compaction order, CAS loops) give results
@@ -100,39 +101,51 @@ CorpusRunResult run_with(const char* path, const Case& c, const std::string& ptx
 
 class ExecEquivalence : public testing::TestWithParam<Case> {};
 
-TEST_P(ExecEquivalence, FastPathMatchesReferenceBitForBit) {
+// `other` (a run on another path) computed, read back and modeled exactly what `ref` did.
+void expect_same(const CorpusRunResult& ref, const CorpusRunResult& other, const char* path) {
+  std::string ref_report, other_report;
+  for (const auto& l : ref.failures) ref_report += "\n  " + l;
+  for (const auto& l : other.failures) other_report += "\n  " + l;
+  EXPECT_EQ(other_report, ref_report) << "the " << path << " path's checks differ from the reference's";
+  EXPECT_EQ(other.totals.launches, ref.totals.launches) << path;
+  EXPECT_EQ(other.totals.threads, ref.totals.threads) << path;
+  ASSERT_EQ(other.readback_digests.size(), ref.readback_digests.size()) << path;
+  for (size_t i = 0; i < ref.readback_digests.size(); ++i)
+    EXPECT_EQ(other.readback_digests[i], ref.readback_digests[i]) << path << ": buffer read back #" << i;
+  ASSERT_EQ(other.launch_ms.size(), ref.launch_ms.size()) << path;
+  for (size_t i = 0; i < ref.launch_ms.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(other.launch_ms[i]), std::bit_cast<uint32_t>(ref.launch_ms[i]))
+        << "modeled time of launch #" << i << ": " << path << " " << other.launch_ms[i]
+        << " ms, reference " << ref.launch_ms[i] << " ms";
+  }
+}
+
+TEST_P(ExecEquivalence, InterpreterAndCompiledCodeMatchReferenceBitForBit) {
   const Case& c = GetParam();
   const auto& module_ptx = hone::test::compiled(c.build);
   ASSERT_TRUE(module_ptx.error.empty()) << module_ptx.error;
   ASSERT_TRUE(k_one_thread && k_debug_log);
   ASSERT_EQ(use_context(), CUDA_SUCCESS);
   if (c.seed) setenv("HONE_EMU_SCHEDULE_SEED", c.seed, 1);
-  std::string ref_log, fast_log;
+  std::string ref_log, interp_log, compiled_log;
   const CorpusRunResult ref = run_with("reference", c, module_ptx.ptx, ref_log);
-  const CorpusRunResult fast = run_with("fast", c, module_ptx.ptx, fast_log);
+  const CorpusRunResult interp = run_with("interpret", c, module_ptx.ptx, interp_log);
+  const CorpusRunResult compiled = run_with("compile", c, module_ptx.ptx, compiled_log);
   unsetenv("HONE_EMU_SCHEDULE_SEED");
-  // Each path ran what it was asked to: otherwise the comparison below compares a path with itself.
+  // Each path ran what it was asked to: otherwise the comparisons below compare a path with
+  // itself. The compiled path must have run compiled code, not only the interpreter.
   EXPECT_NE(ref_log.find("; reference path"), std::string::npos) << ref_log.substr(0, 2000);
-  EXPECT_NE(fast_log.find("hone-emu: launch "), std::string::npos) << fast_log.substr(0, 2000);
-  EXPECT_EQ(fast_log.find("; reference path"), std::string::npos) << fast_log.substr(0, 2000);
+  EXPECT_NE(interp_log.find("; interpreted"), std::string::npos) << interp_log.substr(0, 2000);
+  EXPECT_EQ(interp_log.find("; reference path"), std::string::npos) << interp_log.substr(0, 2000);
+  EXPECT_EQ(compiled_log.find("; interpreted"), std::string::npos) << compiled_log.substr(0, 2000);
+  EXPECT_NE(compiled_log.find("; compiled code, "), std::string::npos) << compiled_log.substr(0, 2000);
+  EXPECT_EQ(compiled_log.find("; compiled code, 0 of"), std::string::npos)
+      << "compiled code ran none of a launch: " << compiled_log.substr(0, 2000);
 
-  std::string ref_report, fast_report;
-  for (const auto& l : ref.failures) ref_report += "\n  " + l;
-  for (const auto& l : fast.failures) fast_report += "\n  " + l;
-  EXPECT_TRUE(ref.passed()) << "reference path:" << ref_report;
-  EXPECT_EQ(fast_report, ref_report) << "the fast path's checks differ from the reference's";
+  EXPECT_TRUE(ref.passed()) << "reference path failed its checks";
   ASSERT_GT(ref.totals.launches, 0u);
-  EXPECT_EQ(fast.totals.launches, ref.totals.launches);
-  EXPECT_EQ(fast.totals.threads, ref.totals.threads);
-  ASSERT_EQ(fast.readback_digests.size(), ref.readback_digests.size());
-  for (size_t i = 0; i < ref.readback_digests.size(); ++i)
-    EXPECT_EQ(fast.readback_digests[i], ref.readback_digests[i]) << "buffer read back #" << i;
-  ASSERT_EQ(fast.launch_ms.size(), ref.launch_ms.size());
-  for (size_t i = 0; i < ref.launch_ms.size(); ++i) {
-    EXPECT_EQ(std::bit_cast<uint32_t>(fast.launch_ms[i]), std::bit_cast<uint32_t>(ref.launch_ms[i]))
-        << "modeled time of launch #" << i << ": fast " << fast.launch_ms[i] << " ms, reference "
-        << ref.launch_ms[i] << " ms";
-  }
+  expect_same(ref, interp, "interpreter");
+  expect_same(ref, compiled, "compiled");
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, ExecEquivalence, testing::ValuesIn(all_cases()), case_name);

@@ -1,0 +1,91 @@
+// The contract between the block runner (emu/exec_interp.cpp, in libcuda.so.1) and the code the
+// compiler (libhone-emu-jit.so) makes from a kernel: what a compiled kernel reads and writes when
+// it runs one converged warp, and the one helper it calls back for what it does not do itself.
+//
+// Compiled code is a faster way to take the interpreter's steps, never another semantics: every
+// step it takes is one BlockRunner::State::step() of a converged warp, with the same values, the
+// same counters and the same cost-model timeline. Where a step would diverge the warp, wait, or
+// leave what compiled code covers, it stops before that instruction and the interpreter goes on.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hone::emu {
+struct CompiledKernel;
+}
+
+namespace hone::emu::jit {
+
+// Bumped whenever Frame, Helpers or Api change: the runner refuses a library of another version.
+constexpr uint32_t k_abi_version = 1;
+
+// Uniform special registers, the same in every lane of a block (Frame::uniform).
+enum Uniform : uint32_t {
+  k_u_ctaid_x, k_u_ctaid_y, k_u_ctaid_z,
+  k_u_ntid_x, k_u_ntid_y, k_u_ntid_z,
+  k_u_nctaid_x, k_u_nctaid_y, k_u_nctaid_z,
+  k_u_smid, k_u_shared_size, k_u_dynamic_shared, k_u_envreg1, k_u_envreg2,
+  k_u_count,
+};
+
+struct Helpers;
+
+// One call of compiled code: one warp, from `pc`, for at most `steps` steps. Fields marked "in"
+// are set by the runner; "in/out" ones are the runner's values, advanced by the code.
+struct Frame {
+  uint64_t* regs = nullptr;         // in: the warp's registers, regs[slot * 32 + lane]
+  uint64_t* ready = nullptr;        // in: the cost model's ready cycle of each of its slots
+  void* state = nullptr;            // in: the block runner, for the helper
+  const Helpers* helpers = nullptr; // in
+  const uint8_t* params = nullptr;  // in: the kernel's parameter buffer
+  const uint32_t* tid = nullptr;    // in: tid.x, tid.y, tid.z of the warp's 32 lanes ([3][32])
+  uint64_t uniform[k_u_count] = {}; // in
+  uint32_t widx = 0;                // in: the warp's index in its block
+  uint32_t active = 0;              // in: its runnable lanes (a converged warp: all alive lanes)
+  uint32_t steps = 0;               // in: steps it may take; out: steps it took
+  uint32_t pc = 0;                  // in: where it starts (an entry); out: where it stopped
+  int32_t status = 0;               // out: 0, or k_faulted when the helper faulted
+  uint32_t pad = 0;
+  // in/out: the warp's timeline (Warp::seq, region_end, cycles) and the block's counters.
+  uint64_t seq = 0;
+  uint64_t region_end = 0;
+  uint64_t cycles = 0;
+  uint64_t horizon = 0;
+  uint64_t warp_instructions = 0;
+  uint64_t thread_instructions = 0;
+  uint64_t issue = 0;
+  uint64_t unflushed = 0;
+};
+
+constexpr int32_t k_faulted = 1;
+
+struct Helpers {
+  // Executes the instruction at `pc` for the lanes in `exec` (non-zero) the interpreter's way,
+  // as issued at cycle `issue_at`. Returns the cycles until its results are ready (its memory
+  // latency for a memory instruction, its own latency otherwise), or -1 when it faulted: the
+  // runner holds the fault, and the code returns with k_faulted at once.
+  int64_t (*execute)(Frame* frame, uint32_t pc, uint32_t exec, uint64_t issue_at) = nullptr;
+};
+
+// A compiled kernel: `run` takes steps from frame->pc, which must be an entry.
+struct Code {
+  void (*run)(Frame* frame) = nullptr;
+  const uint8_t* entry = nullptr; // entry[pc] != 0: compiled code may start at pc
+  uint32_t instructions = 0;      // k.code.size()
+};
+
+// What libhone-emu-jit.so exports, as `hone_emu_jit_api(k_abi_version)` (nullptr for another
+// version).
+struct Api {
+  uint32_t abi_version = k_abi_version;
+  // Compiles `kernel`; nullptr with `error` set when it cannot. The code stays valid until
+  // release().
+  const Code* (*compile)(const CompiledKernel& kernel, std::string& error) = nullptr;
+  void (*release)(const Code* code) = nullptr;
+};
+
+using ApiFn = const Api* (*)(uint32_t abi_version);
+constexpr const char* k_api_symbol = "hone_emu_jit_api";
+
+} // namespace hone::emu::jit
