@@ -154,6 +154,8 @@ struct CompiledKernel {
   uint32_t param_bytes = 0;
   std::vector<uint32_t> param_offsets;
   std::vector<uint32_t> param_sizes;
+  // Registers a block starts at zero (exec_defined.hpp); the rest are written before any read.
+  std::vector<uint32_t> zeroed_slots;
   std::string unsupported; // why this kernel cannot run here; empty when it can
   uint32_t ptx_version = 0;
   uint32_t declared_registers = 0;

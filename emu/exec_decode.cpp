@@ -1,6 +1,7 @@
 #include "emu/exec_decode.hpp"
 
 #include "emu/cost_model.hpp"
+#include "emu/exec_defined.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -1472,6 +1473,7 @@ CompiledKernel decode_kernel(const ptx::Module& module, const ptx::Function& ent
     bad.unsupported = std::string("cannot decode: ") + e.what();
     return bad;
   }
+  k.zeroed_slots = slots_to_zero(k);
   return k;
 }
 

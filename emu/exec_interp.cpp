@@ -2396,7 +2396,14 @@ BlockResult BlockRunner::run(uint64_t block_linear) {
   s.frame.uniform[jit::k_u_ctaid_y] = s.ctaid[1];
   s.frame.uniform[jit::k_u_ctaid_z] = s.ctaid[2];
   s.frame.uniform[jit::k_u_smid] = block_linear % DeviceLimits::k_sm_count;
-  std::fill(s.regs.begin(), s.regs.end(), 0);
+  // Registers start at zero; those written before every read need not be cleared
+  // (CompiledKernel::zeroed_slots).
+  if (s.k.zeroed_slots.size() * 2 >= s.k.num_slots) {
+    std::fill(s.regs.begin(), s.regs.end(), 0);
+  } else {
+    for (uint32_t w = 0; w < s.nwarps; ++w)
+      for (uint32_t slot : s.k.zeroed_slots) std::fill_n(s.R(w, slot), k_lanes, 0);
+  }
   std::fill(s.local.begin(), s.local.end(), 0);
   std::fill(s.shared.begin(), s.shared.end(), 0);
   s.sector_count = 0;
