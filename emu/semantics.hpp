@@ -145,8 +145,10 @@ inline float sat_f32(float x) {
 }
 
 // Saves the thread's floating-point environment and installs the default one (round to nearest,
-// no FTZ/DAZ, exceptions masked); restores the saved one when destroyed. Hold one while running
-// PTX on a thread the application may have configured.
+// no FTZ/DAZ, exceptions masked, no exception flags); restores the saved one, flags included,
+// when destroyed. Hold one while running PTX on a thread the application may have configured.
+// (Held per block: on x86-64 it touches only what differs, the SSE control and status register
+// always and the x87 environment when its control word or flags are not the default's.)
 class FpEnvGuard {
 public:
   FpEnvGuard();
@@ -155,6 +157,12 @@ public:
   FpEnvGuard& operator=(const FpEnvGuard&) = delete;
 
 private:
+#if defined(__x86_64__)
+  uint32_t m_mxcsr = 0;
+  uint16_t m_x87_control = 0;
+  uint16_t m_x87_status = 0;
+  bool m_x87_saved = false;
+#endif
   fenv_t m_saved;
 };
 

@@ -21,17 +21,60 @@
 
 namespace hone::emu::sem {
 
+#if defined(__x86_64__)
+namespace {
+constexpr uint32_t k_default_mxcsr = 0x1f80;    // round to nearest, masked, FTZ and DAZ off
+constexpr uint16_t k_default_x87_control = 0x037f; // round to nearest, extended precision, masked
+constexpr uint16_t k_x87_flags = 0x3f;
+uint16_t x87_control() {
+  uint16_t cw;
+  __asm__ volatile("fnstcw %0" : "=m"(cw));
+  return cw;
+}
+uint16_t x87_status() {
+  uint16_t sw;
+  __asm__ volatile("fnstsw %0" : "=m"(sw));
+  return sw;
+}
+} // namespace
+
+// fegetenv/fesetenv save and load the whole x87 environment, slow enough to show per block; the
+// SSE register is what PTX arithmetic runs on, and the x87 unit (long double, rsqrt.f64) is
+// default almost always.
+FpEnvGuard::FpEnvGuard() {
+  m_mxcsr = _mm_getcsr();
+  _mm_setcsr(k_default_mxcsr);
+  m_x87_control = x87_control();
+  m_x87_status = x87_status();
+  if (m_x87_control != k_default_x87_control || (m_x87_status & k_x87_flags)) {
+    fegetenv(&m_saved);
+    m_x87_saved = true;
+    fesetenv(FE_DFL_ENV);
+    _mm_setcsr(k_default_mxcsr);
+  }
+}
+
+FpEnvGuard::~FpEnvGuard() {
+  if (m_x87_saved) {
+    fesetenv(&m_saved); // the SSE register too
+    return;
+  }
+  if (x87_control() != k_default_x87_control || (x87_status() & k_x87_flags)) {
+    // PTX left x87 flags (or a mode): back to the default, which the application had
+    fesetenv(FE_DFL_ENV);
+  }
+  _mm_setcsr(m_mxcsr);
+}
+#else
 FpEnvGuard::FpEnvGuard() {
   fegetenv(&m_saved);
   fesetenv(FE_DFL_ENV);
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_setcsr(0x1f80); // round to nearest, all exceptions masked, FTZ and DAZ off
-#endif
 }
 
 FpEnvGuard::~FpEnvGuard() {
   fesetenv(&m_saved);
 }
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Rounding core
