@@ -231,6 +231,7 @@ struct BlockRunner::State {
   jit::Frame frame;
   jit::Helpers helpers;
   std::vector<uint32_t> tid_lanes; // per warp: tid.x, tid.y, tid.z of its 32 lanes
+  std::vector<jit::MemoryCache> memory_cache; // per pc
   Fault jit_fault{0, ""};           // what the helper caught, rethrown by run_compiled()
 
   // Takes up to `steps` steps of warp `widx` (converged, at an entry of the code) through the
@@ -289,7 +290,33 @@ struct BlockRunner::State {
       s.jit_fault = Fault{CUDA_ERROR_UNKNOWN, "internal error running " + s.k.name};
       return -1;
     }
+    if ((in.op == XOp::ld || in.op == XOp::st) && s.last_alloc) {
+      // the allocation this instruction's compiled code checks its next accesses against
+      const Allocation* a = s.last_alloc;
+      s.memory_cache[pc] = {a->base, a->base + a->size,
+                            uint64_t(a->kind != AllocKind::const_var && !a->read_only), a};
+    }
     return is_memory(in.op) ? s.mem_latency : in.latency;
+  }
+
+  // Helpers::account_global and account_shared: what flush_memory() charges for the access
+  // compiled code made itself, exactly as after fast_memory().
+  static int64_t jit_account_global(jit::Frame* f, uint32_t pc, uint32_t count, uint64_t issue_at) {
+    State& s = *static_cast<State*>(f->state);
+    const Insn& in = s.k.code[pc];
+    s.issue_at = issue_at;
+    s.last_alloc = static_cast<const Allocation*>(s.memory_cache[pc].allocation);
+    s.sector_count = int(count); // in sectors_scratch (Frame::sectors)
+    s.flush_memory(in, f->widx, in.op == XOp::st ? Access::store : Access::load);
+    return s.mem_latency;
+  }
+  static int64_t jit_account_shared(jit::Frame* f, uint32_t pc, uint32_t count, uint64_t issue_at) {
+    State& s = *static_cast<State*>(f->state);
+    const Insn& in = s.k.code[pc];
+    s.issue_at = issue_at;
+    s.shared_count = int(count); // in shared_words (Frame::words)
+    s.flush_memory(in, f->widx, in.op == XOp::st ? Access::store : Access::load);
+    return s.mem_latency;
   }
 
   explicit State(LaunchShared& launch)
@@ -328,6 +355,14 @@ struct BlockRunner::State {
         }
       }
       helpers.execute = &State::jit_execute;
+      helpers.account_global = &State::jit_account_global;
+      helpers.account_shared = &State::jit_account_shared;
+      memory_cache.resize(k.code.size());
+      frame.memory = memory_cache.data();
+      frame.shared = shared.data();
+      frame.shared_size = shared_size;
+      frame.sectors = sectors_scratch;
+      frame.words = shared_words;
       frame.state = this;
       frame.helpers = &helpers;
       frame.params = L.params;

@@ -2,6 +2,8 @@
 
 #include "emu/log.hpp"
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -96,10 +98,23 @@ const jit::Code* KernelCode::compiled(const CompiledKernel& kernel) {
     m_api = jit_api(mode);
     if (!m_api) return;
     std::string error;
+    const auto start = std::chrono::steady_clock::now();
     m_code = m_api->compile(kernel, error);
     if (!m_code) {
       log(LogLevel::warn, "kernel " + kernel.name + ": cannot compile it (" + error +
                               "); it is interpreted");
+      return;
+    }
+    if (log_enabled(LogLevel::debug)) {
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.1f", ms);
+      log(LogLevel::debug, "kernel " + kernel.name + ": compiled in " + buf + " ms, " +
+                               std::to_string(m_code->inline_forms) + " of " +
+                               std::to_string(m_code->instructions) +
+                               " instructions as lane operations, " +
+                               std::to_string(m_code->helper_forms) + " through the interpreter");
     }
   });
   return m_code;

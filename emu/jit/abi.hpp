@@ -18,7 +18,7 @@ struct CompiledKernel;
 namespace hone::emu::jit {
 
 // Bumped whenever Frame, Helpers or Api change: the runner refuses a library of another version.
-constexpr uint32_t k_abi_version = 1;
+constexpr uint32_t k_abi_version = 3;
 
 // Uniform special registers, the same in every lane of a block (Frame::uniform).
 enum Uniform : uint32_t {
@@ -31,6 +31,16 @@ enum Uniform : uint32_t {
 
 struct Helpers;
 
+// Per memory instruction: the allocation its last global access fell in, which compiled code
+// checks a warp's addresses against before it accesses memory itself (else the helper takes the
+// instruction, faults included, and refills the entry). Any live allocation is a valid entry.
+struct MemoryCache {
+  uint64_t base = 1; // empty: no address passes
+  uint64_t end = 0;
+  uint64_t writable = 0;
+  const void* allocation = nullptr; // the interpreter's Allocation
+};
+
 // One call of compiled code: one warp, from `pc`, for at most `steps` steps. Fields marked "in"
 // are set by the runner; "in/out" ones are the runner's values, advanced by the code.
 struct Frame {
@@ -40,6 +50,9 @@ struct Frame {
   const Helpers* helpers = nullptr; // in
   const uint8_t* params = nullptr;  // in: the kernel's parameter buffer
   const uint32_t* tid = nullptr;    // in: tid.x, tid.y, tid.z of the warp's 32 lanes ([3][32])
+  MemoryCache* memory = nullptr;    // in: per instruction (pc)
+  uint8_t* shared = nullptr;        // in: the block's shared memory
+  uint64_t shared_size = 0;         // in: its bytes
   uint64_t uniform[k_u_count] = {}; // in
   uint32_t widx = 0;                // in: the warp's index in its block
   uint32_t active = 0;              // in: its runnable lanes (a converged warp: all alive lanes)
@@ -56,6 +69,10 @@ struct Frame {
   uint64_t thread_instructions = 0;
   uint64_t issue = 0;
   uint64_t unflushed = 0;
+  // in: where compiled code lists what a memory access it made touched, for the cost model: the
+  // 32-byte sectors of its lanes (global, 32 entries), or the 4-byte words (shared, 128).
+  uint64_t* sectors = nullptr;
+  uint32_t* words = nullptr;
 };
 
 constexpr int32_t k_faulted = 1;
@@ -66,6 +83,11 @@ struct Helpers {
   // latency for a memory instruction, its own latency otherwise), or -1 when it faulted: the
   // runner holds the fault, and the code returns with k_faulted at once.
   int64_t (*execute)(Frame* frame, uint32_t pc, uint32_t exec, uint64_t issue_at) = nullptr;
+  // After compiled code made the global (or shared) access of the ld/st at `pc` itself: charges
+  // the first `count` of frame->sectors (or frame->words) as the interpreter's memory path does,
+  // and returns the instruction's latency.
+  int64_t (*account_global)(Frame* frame, uint32_t pc, uint32_t count, uint64_t issue_at) = nullptr;
+  int64_t (*account_shared)(Frame* frame, uint32_t pc, uint32_t count, uint64_t issue_at) = nullptr;
 };
 
 // A compiled kernel: `run` takes steps from frame->pc, which must be an entry.
@@ -73,6 +95,8 @@ struct Code {
   void (*run)(Frame* frame) = nullptr;
   const uint8_t* entry = nullptr; // entry[pc] != 0: compiled code may start at pc
   uint32_t instructions = 0;      // k.code.size()
+  uint32_t inline_forms = 0;      // instructions written as lane operations
+  uint32_t helper_forms = 0;      // instructions left to Helpers::execute
 };
 
 // What libhone-emu-jit.so exports, as `hone_emu_jit_api(k_abi_version)` (nullptr for another

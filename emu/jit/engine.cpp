@@ -69,6 +69,8 @@ public:
     code->entries = std::move(g.entry);
     code->entry = code->entries.data();
     code->instructions = uint32_t(code->entries.size());
+    code->inline_forms = g.inline_forms;
+    code->helper_forms = g.helper_forms;
     std::lock_guard lock(m_mutex);
     code->tracker = m_jit->getMainJITDylib().createResourceTracker();
     if (auto e = m_jit->addIRModule(code->tracker,
