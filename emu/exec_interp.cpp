@@ -234,19 +234,43 @@ struct BlockRunner::State {
   std::vector<jit::MemoryCache> memory_cache; // per pc
   Fault jit_fault{0, ""};           // what the helper caught, rethrown by run_compiled()
 
-  // Takes up to `steps` steps of warp `widx` (converged, at an entry of the code) through the
-  // compiled code; returns how many it took (0: the interpreter takes the next one).
+  // Takes up to `steps` steps of warp `widx` through the compiled code, if it has an entry where
+  // the warp is: the whole warp when it is converged, else the group of lanes the interpreter
+  // would run next (step(): those at the lowest pc), while that group stays below the others.
+  // Returns how many steps it took (0: the interpreter takes the next one).
   uint32_t run_compiled(uint32_t widx, uint32_t steps) {
     Warp& w = warps[widx];
     jit::Frame& f = frame;
+    const uint32_t runnable = w.alive & ~w.waiting;
+    if (w.converged) {
+      if (!code->entry[w.cpc]) return 0;
+      f.pc = w.cpc;
+      f.active = runnable;
+      f.diverged = 0;
+      f.stop = ~0u;
+    } else {
+      if (w.rotate_steps) return 0; // the interpreter is letting higher lanes run
+      uint32_t pc = UINT32_MAX;
+      each(runnable, [&](int l) { pc = std::min(pc, w.pc[l]); });
+      if (!code->entry[pc]) return 0;
+      uint32_t group = 0, stop = ~0u;
+      each(runnable, [&](int l) {
+        if (w.pc[l] == pc) group |= 1u << l;
+        else stop = std::min(stop, w.pc[l]);
+      });
+      f.pc = pc;
+      f.active = group;
+      f.diverged = 1;
+      f.stop = stop;
+    }
     f.regs = R(widx, 0);
     f.ready = &ready[size_t(widx) * k.num_slots];
     f.tid = &tid_lanes[size_t(widx) * 3 * k_lanes];
     f.widx = widx;
-    f.active = w.alive & ~w.waiting;
     f.steps = steps;
-    f.pc = w.cpc;
     f.status = 0;
+    f.spin = w.spin;
+    f.spin_limit = k_spin_limit;
     f.seq = w.seq;
     f.region_end = w.region_end;
     f.cycles = w.cycles;
@@ -256,7 +280,14 @@ struct BlockRunner::State {
     f.issue = res.cost.issue;
     f.unflushed = unflushed;
     code->run(&f);
-    w.cpc = f.pc;
+    if (w.converged) {
+      w.cpc = f.pc;
+      // what step() does after every step of a converged warp
+      if (f.steps) w.spin = w.rotate_steps = 0;
+    } else {
+      each(f.active, [&](int l) { w.pc[l] = f.pc; });
+      w.spin = f.spin;
+    }
     w.seq = f.seq;
     w.region_end = f.region_end;
     w.cycles = f.cycles;
@@ -266,8 +297,6 @@ struct BlockRunner::State {
     res.thread_instructions = f.thread_instructions;
     res.cost.issue = f.issue;
     unflushed = f.unflushed;
-    // what step() does after every step of a converged warp
-    if (f.steps) w.spin = w.rotate_steps = 0;
     if (f.status == jit::k_faulted) throw jit_fault;
     return f.steps;
   }
@@ -1144,7 +1173,7 @@ struct BlockRunner::State {
         }
         for (uint32_t s = 0; s < slice && (w.alive & ~w.waiting);) {
           ran = true;
-          if (code && w.converged && code->entry[w.cpc]) {
+          if (code) {
             const uint32_t took = run_compiled(wi, slice - s);
             s += took;
             if (took) continue;

@@ -18,7 +18,7 @@ struct CompiledKernel;
 namespace hone::emu::jit {
 
 // Bumped whenever Frame, Helpers or Api change: the runner refuses a library of another version.
-constexpr uint32_t k_abi_version = 3;
+constexpr uint32_t k_abi_version = 4;
 
 // Uniform special registers, the same in every lane of a block (Frame::uniform).
 enum Uniform : uint32_t {
@@ -41,8 +41,11 @@ struct MemoryCache {
   const void* allocation = nullptr; // the interpreter's Allocation
 };
 
-// One call of compiled code: one warp, from `pc`, for at most `steps` steps. Fields marked "in"
-// are set by the runner; "in/out" ones are the runner's values, advanced by the code.
+// One call of compiled code: one warp, or the group of a diverged warp's lanes that the
+// interpreter runs next (those at its lowest pc), from `pc`, for at most `steps` steps. A group
+// runs only while it stays below `stop`, the lowest pc of the warp's other runnable lanes: there
+// the interpreter would merge them, or run the others. Fields marked "in" are set by the runner;
+// "in/out" ones are the runner's values, advanced by the code.
 struct Frame {
   uint64_t* regs = nullptr;         // in: the warp's registers, regs[slot * 32 + lane]
   uint64_t* ready = nullptr;        // in: the cost model's ready cycle of each of its slots
@@ -55,10 +58,14 @@ struct Frame {
   uint64_t shared_size = 0;         // in: its bytes
   uint64_t uniform[k_u_count] = {}; // in
   uint32_t widx = 0;                // in: the warp's index in its block
-  uint32_t active = 0;              // in: its runnable lanes (a converged warp: all alive lanes)
+  uint32_t active = 0;              // in: the lanes that run (a converged warp: all alive lanes)
   uint32_t steps = 0;               // in: steps it may take; out: steps it took
   uint32_t pc = 0;                  // in: where it starts (an entry); out: where it stopped
   int32_t status = 0;               // out: 0, or k_faulted when the helper faulted
+  uint32_t diverged = 0;            // in: 1 when `active` is a diverged warp's group
+  uint32_t stop = 0;                // in: a group stops before reaching it (converged: ~0)
+  uint32_t spin = 0;                // in/out: Warp::spin, backward branches of a diverged warp
+  uint32_t spin_limit = 0;          // in: at this many the interpreter lets other lanes run
   uint32_t pad = 0;
   // in/out: the warp's timeline (Warp::seq, region_end, cycles) and the block's counters.
   uint64_t seq = 0;

@@ -206,6 +206,10 @@ private:
   llvm::AllocaInst* l_issue = nullptr;
   llvm::AllocaInst* l_unflushed = nullptr;
   llvm::AllocaInst* l_steps = nullptr;
+  llvm::AllocaInst* l_spin = nullptr;
+  llvm::Value* diverged = nullptr; // i1
+  llvm::Value* stop = nullptr;     // i32
+  llvm::Value* spin_limit = nullptr;
   llvm::Value* uniform[k_u_count] = {};
 
   llvm::BasicBlock* m_exit = nullptr;
@@ -757,6 +761,15 @@ void Gen::emit_branch(uint32_t pc) {
     llvm::Value* split = B.CreateAnd(B.CreateICmpNE(exec, active), B.CreateICmpNE(exec, B.getInt32(0)));
     exit_if(split, pc);
   }
+  if (in.target <= pc) {
+    // note_backward(): a diverged warp counts the backward branches its lanes take; at the
+    // limit the interpreter lets the other lanes run
+    llvm::Value* counts = B.CreateAnd(diverged, B.CreateICmpNE(exec, B.getInt32(0)));
+    llvm::Value* spin = get(l_spin);
+    llvm::Value* next = B.CreateAdd(spin, B.getInt32(1));
+    exit_if(B.CreateAnd(counts, B.CreateICmpUGE(next, spin_limit)), pc);
+    set(l_spin, B.CreateSelect(counts, next, spin));
+  }
   const Deps d = deps_of(k, in);
   count(in, exec);
   llvm::Value* t = issue_time(d);
@@ -792,7 +805,8 @@ void Gen::emit_instruction(uint32_t pc) {
                                      B.getInt32(31));
     llvm::Value* need = B.CreateAnd(B.CreateTrunc(B.CreateExtractElement(src(ms), first), i32), active);
     llvm::Value* missing = B.CreateICmpNE(B.CreateAnd(need, B.CreateNot(exec)), B.getInt32(0));
-    exit_if(B.CreateAnd(B.CreateICmpNE(exec, B.getInt32(0)), missing), pc);
+    // a diverged warp's lanes may wait here already: the interpreter counts them
+    exit_if(B.CreateOr(diverged, B.CreateAnd(B.CreateICmpNE(exec, B.getInt32(0)), missing)), pc);
   }
   const Deps d = deps_of(k, in);
   count(in, exec);
@@ -1126,6 +1140,7 @@ Generated Gen::run() {
   l_issue = local("issue");
   l_unflushed = local("unflushed");
   l_steps = B.CreateAlloca(i32, nullptr, "steps");
+  l_spin = B.CreateAlloca(i32, nullptr, "spin");
   llvm::Type* p64 = i64->getPointerTo();
   regs = load_field(offsetof(Frame, regs), p64);
   ready = load_field(offsetof(Frame, ready), p64);
@@ -1134,6 +1149,9 @@ Generated Gen::run() {
   active = load_field(offsetof(Frame, active), i32);
   limit = load_field(offsetof(Frame, steps), i32);
   widx = load_field(offsetof(Frame, widx), i32);
+  diverged = B.CreateICmpNE(load_field(offsetof(Frame, diverged), i32), B.getInt32(0));
+  stop = load_field(offsetof(Frame, stop), i32);
+  spin_limit = load_field(offsetof(Frame, spin_limit), i32);
   for (uint32_t u = 0; u < k_u_count; ++u)
     uniform[u] = load_field(offsetof(Frame, uniform) + u * sizeof(uint64_t), i64);
   llvm::Value* helpers = load_field(offsetof(Frame, helpers), i8->getPointerTo());
@@ -1160,6 +1178,7 @@ Generated Gen::run() {
   };
   for (auto [a, off] : counters) set(a, load_field(off, i64));
   set(l_steps, B.getInt32(0));
+  set(l_spin, load_field(offsetof(Frame, spin), i32));
   llvm::Value* start_pc = load_field(offsetof(Frame, pc), i32);
 
   // The exit: the counters and timeline back into the frame, with where the warp stopped.
@@ -1175,6 +1194,7 @@ Generated Gen::run() {
   m_exit_pc->addIncoming(m_fault_pc, fault_end);
   for (auto [a, off] : counters) store_field(off, get(a));
   store_field(offsetof(Frame, steps), get(l_steps));
+  store_field(offsetof(Frame, spin), get(l_spin));
   store_field(offsetof(Frame, pc), m_exit_pc);
   B.CreateRetVoid();
 
@@ -1210,9 +1230,12 @@ Generated Gen::run() {
         open = false;
         continue;
       }
-      // the whole block must fit in the warp's turn; else the interpreter takes these steps
+      // The whole block must fit in the warp's turn, and a diverged group must stay below the
+      // other lanes; else the interpreter takes these steps.
       llvm::Value* after = B.CreateAdd(get(l_steps), B.getInt32(m_length[pc]));
-      exit_if(B.CreateICmpUGT(after, limit), pc);
+      exit_if(B.CreateOr(B.CreateICmpUGT(after, limit),
+                         B.CreateICmpUGT(B.getInt32(pc + m_length[pc]), stop)),
+              pc);
     }
     if (!open) continue; // unreachable: no leader since the last branch
     const Insn& in = k.code[pc];
