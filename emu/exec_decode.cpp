@@ -1345,8 +1345,11 @@ private:
       static const std::map<std::string_view, uint8_t> t = {
           {"all", k_vote_all}, {"any", k_vote_any}, {"uni", k_vote_uni},
           {"ballot", k_vote_ballot}};
-      if (md.rest.size() != 1 || !t.count(md.rest[0])) unsupported("vote mode");
-      i.mode = t.at(md.rest[0]);
+      // .uni is also bra.uni's modifier, which split_mods() drops
+      const std::string_view mode =
+          md.rest.size() == 1 ? md.rest[0] : md.rest.empty() && in.has_mod("uni") ? "uni" : "";
+      if (!t.count(mode)) unsupported("vote mode");
+      i.mode = t.at(mode);
       need(in, 3);
       i.ndst = 1;
       i.dst[0] = dst(in.operands[0]);
