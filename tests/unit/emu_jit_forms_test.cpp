@@ -1,0 +1,386 @@
+// The instruction forms compiled code writes as lane operations (emu/jit/codegen.cpp) compute
+// exactly what the interpreter computes: each form runs in a small kernel over thousands of inputs
+// (every pair of its type's special values, then random bit patterns), unpredicated and under a
+// predicate that leaves lanes out, through HONE_EMU_EXEC=interpret and HONE_EMU_EXEC=compile; the
+// outputs and the launch's modeled time must be identical, and the compiled run must have run
+// compiled code. Warp-level forms run on converged warps with lane-varying operands.
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+const bool k_debug_log = setenv("HONE_EMU_LOG", "debug", 1) == 0;
+
+// The PTX type of an operand, and how its bits are chosen.
+// lane: small lane numbers; shift: shift amounts; warp: the same value across every lane of even
+// warps (random per lane in odd ones).
+enum class Kind { pred, b16, f16, bf16, b32, s32, f32, b64, s64, f64, lane, shift, warp };
+
+struct Form {
+  const char* name;
+  const char* insn;  // with {d} {q} {a} {b} {c}
+  Kind dst;
+  Kind a, b, c;      // Kind::pred for unused operands is never read
+  int sources;       // how many of a, b, c it reads
+  bool second = false; // {q}: a second (predicate) destination
+  bool warp = false;   // warp-synchronous with a full membermask: never predicated
+};
+
+const char* reg_type(Kind k) {
+  switch (k) {
+  case Kind::pred: return "pred";
+  case Kind::b16: case Kind::f16: case Kind::bf16: return "b16";
+  case Kind::b32: case Kind::s32: case Kind::f32: case Kind::lane: case Kind::shift: case Kind::warp: return "b32";
+  default: return "b64";
+  }
+}
+
+int width(Kind k) {
+  switch (k) {
+  case Kind::pred: return 1;
+  case Kind::b16: case Kind::f16: case Kind::bf16: return 16;
+  case Kind::b32: case Kind::s32: case Kind::f32: case Kind::lane: case Kind::shift: case Kind::warp: return 32;
+  default: return 64;
+  }
+}
+
+// Values that find the edges of each kind: zeros, subnormals, the largest values, infinities,
+// NaNs with payloads, integer extremes.
+std::vector<uint64_t> specials(Kind k) {
+  switch (k) {
+  case Kind::pred: return {0, 1};
+  case Kind::f16:
+    return {0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00, 0xbc00, 0x3555, 0x7bff, 0xfbff,
+            0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xfe12, 0x4000, 0x0200, 0x3bff, 0x5640, 0x1400};
+  case Kind::bf16:
+    return {0x0000, 0x8000, 0x0001, 0x007f, 0x0080, 0x3f80, 0xbf80, 0x3eab, 0x7f7f, 0xff7f,
+            0x7f80, 0xff80, 0x7fc0, 0x7f81, 0xffa5, 0x4000, 0x0040, 0x3f7f, 0x4b00, 0x3400};
+  case Kind::f32:
+    return {0x00000000, 0x80000000, 0x00000001, 0x007fffff, 0x00800000, 0x80800000, 0x3f800000,
+            0xbf800000, 0x3f000000, 0x3eaaaaab, 0x7f7fffff, 0xff7fffff, 0x7f800000, 0xff800000,
+            0x7fc00000, 0x7f800001, 0xffc12345, 0x4b000000, 0x4f000000, 0xcf000000, 0x3fc00000,
+            0x40490fdb, 0x33800000, 0x5f000000};
+  case Kind::f64:
+    return {0x0000000000000000, 0x8000000000000000, 0x0000000000000001, 0x000fffffffffffff,
+            0x0010000000000000, 0x3ff0000000000000, 0xbff0000000000000, 0x3fd5555555555555,
+            0x7fefffffffffffff, 0x7ff0000000000000, 0xfff0000000000000, 0x7ff8000000000000,
+            0x7ff0000000000001, 0xfff8123456789abc, 0x4330000000000000, 0x41e0000000000000,
+            0xc1e0000000000000, 0x43e0000000000000, 0x400921fb54442d18, 0x3ca0000000000000};
+  case Kind::b16: return {0, 1, 0x7fff, 0x8000, 0xffff, 0x00ff, 0x1234, 0x8001};
+  case Kind::lane: return {0, 1, 2, 7, 16, 31, 32, 0xffffffff};
+  case Kind::warp: return {7};
+  case Kind::shift: return {0, 1, 7, 15, 16, 31, 32, 33, 63, 64, 65, 255, 0xffffffff};
+  case Kind::b32:
+  case Kind::s32:
+    return {0, 1, 2, 0x7fffffff, 0x80000000, 0xffffffff, 0xfffffffe, 0x0000ffff, 0x12345678,
+            0x80000001, 31, 32, 33};
+  case Kind::b64:
+  case Kind::s64:
+    return {0, 1, 2, 0x7fffffffffffffff, 0x8000000000000000, 0xffffffffffffffff,
+            0x00000000ffffffff, 0x0000000100000000, 0x123456789abcdef0, 63, 64, 0xfffffffe};
+  }
+  return {0};
+}
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// A random value of kind k: raw bits, sometimes small numbers (integers) or numbers near 1
+// (floats), so that arithmetic meets both ordinary and edge operands.
+uint64_t random_value(Kind k, uint64_t seed) {
+  const uint64_t r = mix(seed);
+  const uint64_t mask = width(k) == 64 ? ~0ull : (1ull << width(k)) - 1;
+  switch (k) {
+  case Kind::pred: return r & 1;
+  case Kind::lane: return (r >> 8) % 40;
+  case Kind::warp: return ((seed / 3) / 32) % 2 ? (r >> 8) % 3 : 7 + ((seed / 3) / 32) % 5;
+  case Kind::shift: return (r >> 8) % 70;
+  case Kind::f32: return (r & 3) == 0 ? 0x3f000000 | (r >> 40) : r & mask;
+  case Kind::f16: return (r & 3) == 0 ? 0x3800 | ((r >> 40) & 0x7ff) : r & mask;
+  case Kind::bf16: return (r & 3) == 0 ? 0x3f00 | ((r >> 40) & 0xff) : r & mask;
+  case Kind::f64: return (r & 3) == 0 ? 0x3fe0000000000000 | (r >> 12) : r;
+  default: return (r & 3) == 0 ? (r >> 32) % 300 : r & mask;
+  }
+}
+
+// The kernel: thread i reads a, b, c (8 bytes each) from in[i], runs the form, and writes its
+// destinations as 8 bytes each to out[i]. With `predicated`, the form runs only where bit 0 of
+// the index times 7 over 3 says, its destinations holding 0x5a... elsewhere.
+std::string kernel(const Form& f, bool predicated) {
+  std::string decl;
+  std::string body;
+  const char* names[3] = {"a", "b", "c"};
+  const Kind kinds[3] = {f.a, f.b, f.c};
+  for (int i = 0; i < f.sources; ++i) {
+    const std::string n = names[i];
+    decl += std::string(".reg .") + reg_type(kinds[i]) + " %" + n + ";\n";
+    const std::string in = "%rd" + std::to_string(10 + i);
+    switch (width(kinds[i])) {
+    case 1: body += "setp.ne.u64 %" + n + ", " + in + ", 0;\n"; break;
+    case 16: body += "cvt.u16.u64 %" + n + ", " + in + ";\n"; break;
+    case 32: body += "cvt.u32.u64 %" + n + ", " + in + ";\n"; break;
+    default: body += "mov.b64 %" + n + ", " + in + ";\n"; break;
+    }
+  }
+  decl += std::string(".reg .") + reg_type(f.dst) + " %d;\n.reg .pred %q;\n";
+  // the destinations hold a known value where the form does not run
+  switch (width(f.dst)) {
+  case 1: body += "setp.eq.u32 %d, 1, 0;\n"; break;
+  case 16: body += "mov.b16 %d, 0x5a5a;\n"; break;
+  case 32: body += "mov.b32 %d, 0x5a5a5a5a;\n"; break;
+  default: body += "mov.b64 %d, 0x5a5a5a5a5a5a5a5a;\n"; break;
+  }
+  body += "setp.eq.u32 %q, 1, 1;\n";
+  std::string insn = f.insn;
+  auto put = [&](const std::string& key, const std::string& value) {
+    for (size_t at; (at = insn.find(key)) != std::string::npos;) insn.replace(at, key.size(), value);
+  };
+  put("{d}", "%d");
+  put("{q}", "%q");
+  put("{a}", "%a");
+  put("{b}", "%b");
+  put("{c}", "%c");
+  body += (predicated ? "@%sel " : "") + insn + ";\n";
+  switch (width(f.dst)) {
+  case 1: body += "selp.u64 %rd20, 1, 0, %d;\n"; break;
+  case 16: body += "cvt.u64.u16 %rd20, %d;\n"; break;
+  case 32: body += "cvt.u64.u32 %rd20, %d;\n"; break;
+  default: body += "mov.b64 %rd20, %d;\n"; break;
+  }
+  body += "selp.u64 %rd21, 1, 0, %q;\n";
+  return R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out, .param .u64 in, .param .u32 n) {
+.reg .pred %p0;
+.reg .pred %sel;
+.reg .b32 %r<8>;
+.reg .b64 %rd<24>;
+)" + decl + R"(
+mov.u32 %r0, %ctaid.x;
+mov.u32 %r1, %ntid.x;
+mov.u32 %r2, %tid.x;
+mad.lo.u32 %r3, %r0, %r1, %r2;
+ld.param.u32 %r4, [n];
+setp.ge.u32 %p0, %r3, %r4;
+@%p0 bra DONE;
+mul.lo.u32 %r5, %r3, 7;
+and.b32 %r5, %r5, 4;
+setp.ne.u32 %sel, %r5, 0;
+ld.param.u64 %rd0, [in];
+ld.param.u64 %rd1, [out];
+mul.wide.u32 %rd2, %r3, 24;
+add.s64 %rd3, %rd0, %rd2;
+ld.global.u64 %rd10, [%rd3];
+ld.global.u64 %rd11, [%rd3+8];
+ld.global.u64 %rd12, [%rd3+16];
+)" + body + R"(
+mul.wide.u32 %rd4, %r3, 16;
+add.s64 %rd5, %rd1, %rd4;
+st.global.u64 [%rd5], %rd20;
+st.global.u64 [%rd5+8], %rd21;
+DONE:
+ret;
+}
+)";
+}
+
+// Inputs: every pair of specials (a, b), c cycling through its specials, then random values.
+std::vector<uint64_t> inputs(const Form& f, uint32_t n) {
+  std::vector<uint64_t> v(size_t(n) * 3);
+  const auto sa = specials(f.a), sb = specials(f.b), sc = specials(f.c);
+  uint32_t i = 0;
+  for (uint64_t a : sa) {
+    for (uint64_t b : sb) {
+      if (i >= n / 2) break;
+      v[i * 3] = a;
+      v[i * 3 + 1] = b;
+      v[i * 3 + 2] = sc[i % sc.size()];
+      ++i;
+    }
+  }
+  for (; i < n; ++i) {
+    v[i * 3] = random_value(f.a, i * 3 + 1);
+    v[i * 3 + 1] = random_value(f.b, i * 3 + 2);
+    v[i * 3 + 2] = random_value(f.c, i * 3 + 3);
+  }
+  return v;
+}
+
+CUresult use_context() {
+  static CUcontext ctx = nullptr;
+  static CUresult status = [] {
+    CUresult r = cuInit(0);
+    CUdevice dev = 0;
+    if (r == CUDA_SUCCESS) r = cuDeviceGet(&dev, 0);
+    if (r == CUDA_SUCCESS) r = cuDevicePrimaryCtxRetain(&ctx, dev);
+    return r;
+  }();
+  if (status != CUDA_SUCCESS) return status;
+  return cuCtxSetCurrent(ctx);
+}
+
+struct Outcome {
+  std::vector<uint64_t> out;
+  float ms = 0;
+  std::string log;
+  std::string error;
+};
+
+Outcome run(const std::string& ptx, const std::vector<uint64_t>& in, uint32_t n, const char* path) {
+  Outcome r;
+  testing::internal::CaptureStderr();
+  setenv("HONE_EMU_EXEC", path, 1);
+  CUmodule m = nullptr;
+  CUfunction fn = nullptr;
+  CUdeviceptr din = 0, dout = 0;
+  CUevent start = nullptr, end = nullptr;
+  auto fail = [&](const char* what, CUresult res) {
+    const char* name = nullptr;
+    cuGetErrorName(res, &name);
+    r.error = std::string(what) + ": " + (name ? name : "?");
+  };
+  CUresult res = cuModuleLoadData(&m, ptx.c_str());
+  if (res) fail("cuModuleLoadData", res);
+  if (!res && (res = cuModuleGetFunction(&fn, m, "k"))) fail("cuModuleGetFunction", res);
+  if (!res && (res = cuMemAlloc(&din, in.size() * 8))) fail("cuMemAlloc", res);
+  if (!res && (res = cuMemAlloc(&dout, size_t(n) * 16))) fail("cuMemAlloc", res);
+  if (!res) res = cuMemcpyHtoD(din, in.data(), in.size() * 8);
+  if (!res) res = cuMemsetD8(dout, 0xcc, size_t(n) * 16);
+  if (!res) res = cuEventCreate(&start, CU_EVENT_DEFAULT);
+  if (!res) res = cuEventCreate(&end, CU_EVENT_DEFAULT);
+  if (!res) {
+    uint32_t count = n;
+    void* params[] = {&dout, &din, &count};
+    cuEventRecord(start, nullptr);
+    res = cuLaunchKernel(fn, (n + 127) / 128, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr);
+    if (res) fail("cuLaunchKernel", res);
+    cuEventRecord(end, nullptr);
+    if (!res && (res = cuCtxSynchronize())) fail("the launch", res);
+    if (!res) cuEventElapsedTime(&r.ms, start, end);
+  }
+  if (!res) {
+    r.out.resize(size_t(n) * 2);
+    cuMemcpyDtoH(r.out.data(), dout, r.out.size() * 8);
+  }
+  if (start) cuEventDestroy(start);
+  if (end) cuEventDestroy(end);
+  if (din) cuMemFree(din);
+  if (dout) cuMemFree(dout);
+  if (m) cuModuleUnload(m);
+  unsetenv("HONE_EMU_EXEC");
+  r.log = testing::internal::GetCapturedStderr();
+  return r;
+}
+
+class JitForms : public testing::TestWithParam<Form> {};
+
+TEST_P(JitForms, CompiledCodeComputesWhatTheInterpreterDoes) {
+  ASSERT_TRUE(k_debug_log);
+  ASSERT_EQ(use_context(), CUDA_SUCCESS);
+  const Form& f = GetParam();
+  // a partial last block, and a partial last warp but for warp-synchronous forms, whose full
+  // membermask would wait for lanes that exited
+  const uint32_t n = f.warp ? 3008 : 3001;
+  const auto in = inputs(f, n);
+  for (bool predicated : {false, true}) {
+    if (predicated && f.warp) continue;
+    const std::string ptx = kernel(f, predicated);
+    const Outcome interp = run(ptx, in, n, "interpret");
+    const Outcome compiled = run(ptx, in, n, "compile");
+    ASSERT_TRUE(interp.error.empty()) << interp.error << "\n" << ptx << interp.log.substr(0, 2000);
+    ASSERT_TRUE(compiled.error.empty()) << compiled.error << "\n" << compiled.log.substr(0, 2000);
+    // the form ran as a lane operation: compiled code ran, and counted no helper instruction
+    EXPECT_NE(compiled.log.find("; compiled code, "), std::string::npos) << compiled.log.substr(0, 2000);
+    EXPECT_NE(compiled.log.find(" 0 through the interpreter"), std::string::npos)
+        << "the form went to the interpreter: " << compiled.log.substr(0, 2000);
+    ASSERT_EQ(compiled.out.size(), interp.out.size());
+    int shown = 0;
+    for (uint32_t i = 0; i < n && shown < 5; ++i) {
+      if (compiled.out[i * 2] != interp.out[i * 2] || compiled.out[i * 2 + 1] != interp.out[i * 2 + 1]) {
+        ADD_FAILURE() << f.name << (predicated ? " (predicated)" : "") << ", thread " << i << ": a=0x"
+                      << std::hex << in[i * 3] << " b=0x" << in[i * 3 + 1] << " c=0x" << in[i * 3 + 2]
+                      << ": interpreter 0x" << interp.out[i * 2] << "/" << interp.out[i * 2 + 1]
+                      << ", compiled 0x" << compiled.out[i * 2] << "/" << compiled.out[i * 2 + 1];
+        ++shown;
+      }
+    }
+    EXPECT_EQ(std::bit_cast<uint32_t>(compiled.ms), std::bit_cast<uint32_t>(interp.ms))
+        << "modeled times differ: " << compiled.ms << " vs " << interp.ms << " ms";
+  }
+}
+
+using K = Kind;
+const Form k_forms[] = {
+    // integers
+    {"add_s32", "add.s32 {d}, {a}, {b}", K::s32, K::s32, K::s32, K::pred, 2},
+    {"sub_u64", "sub.u64 {d}, {a}, {b}", K::b64, K::b64, K::b64, K::pred, 2},
+    {"mul_lo_s32", "mul.lo.s32 {d}, {a}, {b}", K::s32, K::s32, K::s32, K::pred, 2},
+    {"mul_wide_s32", "mul.wide.s32 {d}, {a}, {b}", K::s64, K::s32, K::s32, K::pred, 2},
+    {"mul_wide_u16", "mul.wide.u16 {d}, {a}, {b}", K::b32, K::b16, K::b16, K::pred, 2},
+    {"mad_lo_u32", "mad.lo.u32 {d}, {a}, {b}, {c}", K::b32, K::b32, K::b32, K::b32, 3},
+    {"mad_wide_u32", "mad.wide.u32 {d}, {a}, {b}, {c}", K::b64, K::b32, K::b32, K::b64, 3},
+    {"min_s32", "min.s32 {d}, {a}, {b}", K::s32, K::s32, K::s32, K::pred, 2},
+    {"max_u64", "max.u64 {d}, {a}, {b}", K::b64, K::b64, K::b64, K::pred, 2},
+    {"shl_b32", "shl.b32 {d}, {a}, {b}", K::b32, K::b32, K::shift, K::pred, 2},
+    {"shr_s32", "shr.s32 {d}, {a}, {b}", K::s32, K::s32, K::shift, K::pred, 2},
+    {"shr_u64", "shr.u64 {d}, {a}, {b}", K::b64, K::b64, K::shift, K::pred, 2},
+    {"shl_b16", "shl.b16 {d}, {a}, {b}", K::b16, K::b16, K::shift, K::pred, 2},
+    {"abs_s32", "abs.s32 {d}, {a}", K::s32, K::s32, K::pred, K::pred, 1},
+    {"neg_s64", "neg.s64 {d}, {a}", K::s64, K::s64, K::pred, K::pred, 1},
+    {"popc_b64", "popc.b64 {d}, {a}", K::b32, K::b64, K::pred, K::pred, 1},
+    {"clz_b32", "clz.b32 {d}, {a}", K::b32, K::b32, K::pred, K::pred, 1},
+    {"and_b32", "and.b32 {d}, {a}, {b}", K::b32, K::b32, K::b32, K::pred, 2},
+    {"xor_b64", "xor.b64 {d}, {a}, {b}", K::b64, K::b64, K::b64, K::pred, 2},
+    {"not_b16", "not.b16 {d}, {a}", K::b16, K::b16, K::pred, K::pred, 1},
+    {"or_pred", "or.pred {d}, {a}, {b}", K::pred, K::pred, K::pred, K::pred, 2},
+    {"not_pred", "not.pred {d}, {a}", K::pred, K::pred, K::pred, K::pred, 1},
+    {"cnot_b32", "cnot.b32 {d}, {a}", K::b32, K::b32, K::pred, K::pred, 1},
+    {"selp_b64", "selp.b64 {d}, {a}, {b}, {c}", K::b64, K::b64, K::b64, K::pred, 3},
+    {"setp_lt_s32", "setp.lt.s32 {d}|{q}, {a}, {b}", K::pred, K::s32, K::s32, K::pred, 2, true},
+    {"setp_hs_u64", "setp.hs.u64 {d}, {a}, {b}", K::pred, K::b64, K::b64, K::pred, 2},
+    {"setp_ne_and_s32", "setp.ne.and.s32 {d}|{q}, {a}, {b}, {c}", K::pred, K::s32, K::s32, K::pred, 3, true},
+    {"cvt_s64_s32", "cvt.s64.s32 {d}, {a}", K::s64, K::s32, K::pred, K::pred, 1},
+    {"cvt_u32_u64", "cvt.u32.u64 {d}, {a}", K::b32, K::b64, K::pred, K::pred, 1},
+    {"cvt_s16_s32", "cvt.s16.s32 {d}, {a}", K::b16, K::s32, K::pred, K::pred, 1},
+    // f32
+    {"add_f32", "add.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"sub_rn_f32", "sub.rn.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"mul_f32", "mul.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"fma_rn_f32", "fma.rn.f32 {d}, {a}, {b}, {c}", K::f32, K::f32, K::f32, K::f32, 3},
+    {"abs_f32", "abs.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
+    {"neg_f32", "neg.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
+    {"setp_gtu_f32", "setp.gtu.f32 {d}|{q}, {a}, {b}", K::pred, K::f32, K::f32, K::pred, 2, true},
+    {"setp_num_f32", "setp.num.f32 {d}, {a}, {b}", K::pred, K::f32, K::f32, K::pred, 2},
+    {"setp_le_f64", "setp.le.f64 {d}, {a}, {b}", K::pred, K::f64, K::f64, K::pred, 2},
+    // warp-level (converged warps; every lane's operands differ)
+    {"shfl_bfly", "shfl.sync.bfly.b32 {d}|{q}, {a}, {b}, 0x1f, 0xffffffff", K::b32, K::b32, K::lane, K::pred, 2, true, true},
+    {"shfl_down", "shfl.sync.down.b32 {d}|{q}, {a}, {b}, 0x1f, 0xffffffff", K::b32, K::b32, K::lane, K::pred, 2, true, true},
+    {"shfl_up_seg", "shfl.sync.up.b32 {d}, {a}, {b}, 0x800, 0xffffffff", K::b32, K::b32, K::lane, K::pred, 2, false, true},
+    {"shfl_idx", "shfl.sync.idx.b32 {d}|{q}, {a}, {b}, {c}, 0xffffffff", K::b32, K::b32, K::lane, K::b32, 3, true, true},
+    {"vote_ballot", "vote.sync.ballot.b32 {d}, {a}, 0xffffffff", K::b32, K::pred, K::pred, K::pred, 1, false, true},
+    {"vote_all", "vote.sync.all.pred {d}, {a}, 0xffffffff", K::pred, K::pred, K::pred, K::pred, 1, false, true},
+    {"vote_uni", "vote.sync.uni.pred {d}, {a}, 0xffffffff", K::pred, K::pred, K::pred, K::pred, 1, false, true},
+    {"activemask", "activemask.b32 {d}", K::b32, K::pred, K::pred, K::pred, 0},
+    {"redux_add", "redux.sync.add.u32 {d}, {a}, 0xffffffff", K::b32, K::b32, K::pred, K::pred, 1, false, true},
+    {"redux_min_s32", "redux.sync.min.s32 {d}, {a}, 0xffffffff", K::b32, K::s32, K::pred, K::pred, 1, false, true},
+    {"match_any", "match.any.sync.b32 {d}, {a}, 0xffffffff", K::b32, K::lane, K::pred, K::pred, 1, false, true},
+    {"match_all", "match.all.sync.b32 {d}|{q}, {a}, 0xffffffff", K::b32, K::warp, K::pred, K::pred, 1, true, true},
+};
+
+std::string form_name(const testing::TestParamInfo<Form>& info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(Forms, JitForms, testing::ValuesIn(k_forms), form_name);
+
+} // namespace
