@@ -1,0 +1,320 @@
+// Integer, logic, comparison and conversion forms, and which forms are lane operations.
+#include "emu/jit/gen.hpp"
+
+namespace hone::emu::jit {
+
+// The forms emit_inline() writes as lane operations: each exactly the interpreter's expression for
+// that form (exec_interp.cpp: exec_arith, exec_convert, fast_memory); every other form is the
+// helper's.
+bool Gen::inline_form(const Insn& in) const {
+  const uint32_t f = in.flags;
+  switch (in.op) {
+  case XOp::nop:
+  case XOp::activemask:
+  case XOp::shfl:
+  case XOp::vote:
+  case XOp::match:
+  case XOp::redux:
+  case XOp::bar_warp:
+  case XOp::elect:
+    return true;
+  case XOp::mov:
+    return in.nsrc == 1 && in.ndst == 1;
+  case XOp::and_:
+  case XOp::or_:
+  case XOp::xor_:
+  case XOp::not_:
+  case XOp::cnot:
+    return !is_half(in.type);
+  case XOp::selp:
+    return true;
+  case XOp::cvta:
+  case XOp::cvta_to:
+    return in.mode == 0;
+  case XOp::add:
+  case XOp::sub:
+  case XOp::mul:
+  case XOp::fma:
+    if (in.type == PType::f32)
+      return !(f & (k_f_ftz | k_f_sat)) && rounds_to_nearest(in.mode);
+    [[fallthrough]];
+  case XOp::mad:
+    if (!is_integer(in.type) || (f & (k_f_cc | k_f_sat | k_f_hi | k_f_carry_in))) return false;
+    if (in.op == XOp::fma) return false;
+    if (f & k_f_wide) return (in.op == XOp::mul || in.op == XOp::mad) && int_info(in.type).width <= 32;
+    return true;
+  case XOp::abs:
+  case XOp::neg:
+    if (in.type == PType::f32) return !(f & k_f_ftz);
+    return is_integer(in.type);
+  case XOp::min:
+  case XOp::max:
+    return is_integer(in.type) && !(f & k_f_relu);
+  case XOp::shl:
+  case XOp::shr:
+  case XOp::popc:
+  case XOp::clz:
+    return is_integer(in.type);
+  case XOp::setp:
+    if (in.type2 == PType::f32) return !(f & k_f_ftz);
+    return in.type2 == PType::f64 || is_integer(in.type2);
+  case XOp::cvt:
+    return in.nsrc == 1 && is_integer(in.type) && is_integer(in.type2) &&
+           !(f & (k_f_sat | k_f_relu | k_f_satfinite));
+  case XOp::ld: {
+    if (in.addr.space != AddrSpace::kparam || in.addr.slot != k_no_slot || (f & k_f_volatile))
+      return false;
+    const uint32_t esize = std::max<uint32_t>(ptx::type_size(in.type), 1);
+    const uint32_t total = esize * in.vec;
+    if (esize != 1 && esize != 2 && esize != 4 && esize != 8) return false;
+    const int64_t off = in.addr.offset;
+    return off >= 0 && (total == 1 || off % total == 0) && uint64_t(off) + total <= k.param_bytes;
+  }
+  default:
+    return false;
+  }
+}
+
+// Integer add, sub, mul(.wide), mad(.wide), min, max, shl, shr, abs, neg, popc, clz of in.type.
+llvm::Value* Gen::emit_int(const Insn& in) {
+  const IntInfo t = int_info(in.type);
+  const unsigned W = t.width;
+  llvm::Value* a64 = src(in.src[0]);
+  llvm::Value* a = narrow(a64, W);
+  auto b = [&] { return narrow(src(in.src[1]), W); };
+  auto out = [&](llvm::Value* r) { return widen(r, false); }; // ubits(): zero-extended
+  switch (in.op) {
+  case XOp::add: return out(B.CreateAdd(a, b()));
+  case XOp::sub: return out(B.CreateSub(a, b()));
+  case XOp::mul:
+  case XOp::mad: {
+    if (in.flags & k_f_wide) {
+      // Wd(a) * Wd(b) in 64 bits, then mad adds the whole 64-bit third operand
+      llvm::Value* p = B.CreateMul(widen(a, t.is_signed), widen(b(), t.is_signed));
+      if (in.op == XOp::mad) p = B.CreateAdd(p, src(in.src[2]));
+      return p;
+    }
+    llvm::Value* p = B.CreateMul(a, b());
+    if (in.op == XOp::mad) p = B.CreateAdd(p, narrow(src(in.src[2]), W));
+    return out(p);
+  }
+  case XOp::min:
+  case XOp::max: {
+    llvm::Value* bv = b();
+    llvm::Value* lt = t.is_signed ? B.CreateICmpSLT(a, bv) : B.CreateICmpULT(a, bv);
+    // std::min(a, b) is b < a ? b : a; std::max(a, b) is a < b ? b : a
+    if (in.op == XOp::min) {
+      llvm::Value* blt = t.is_signed ? B.CreateICmpSLT(bv, a) : B.CreateICmpULT(bv, a);
+      return out(B.CreateSelect(blt, bv, a));
+    }
+    return out(B.CreateSelect(lt, bv, a));
+  }
+  case XOp::shl:
+  case XOp::shr: {
+    llvm::Value* s32 = narrow(src(in.src[1]), 32); // uint32_t(b)
+    llvm::Value* s = W == 32 ? s32 : W > 32 ? B.CreateZExt(s32, vec(B.getIntNTy(W)))
+                                            : B.CreateTrunc(s32, vec(B.getIntNTy(W)));
+    llvm::Value* big = B.CreateICmpUGE(s32, llvm::ConstantVector::getSplat(
+                                                llvm::ElementCount::getFixed(k_lanes),
+                                                llvm::ConstantInt::get(i32, W)));
+    llvm::Value* zero = llvm::Constant::getNullValue(a->getType());
+    if (in.op == XOp::shl) return out(B.CreateSelect(big, zero, B.CreateShl(a, s)));
+    if (t.is_signed) {
+      llvm::Value* top = llvm::ConstantInt::get(a->getType(), W - 1);
+      return out(B.CreateAShr(a, B.CreateSelect(big, top, s)));
+    }
+    return out(B.CreateSelect(big, zero, B.CreateLShr(a, s)));
+  }
+  case XOp::abs: {
+    if (!t.is_signed) return out(a);
+    llvm::Value* zero = llvm::Constant::getNullValue(a->getType());
+    return out(B.CreateSelect(B.CreateICmpSLT(a, zero), B.CreateSub(zero, a), a));
+  }
+  case XOp::neg:
+    return out(B.CreateSub(llvm::Constant::getNullValue(a->getType()), a));
+  case XOp::popc:
+    return out(B.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, a));
+  case XOp::clz:
+    return out(B.CreateBinaryIntrinsic(llvm::Intrinsic::ctlz, a, B.getFalse()));
+  default:
+    return splat(0);
+  }
+}
+
+// setp's comparison (sem::cmp_int, sem::cmp_float) as <32 x i1>.
+llvm::Value* Gen::emit_compare(const Insn& in) {
+  using P = llvm::CmpInst::Predicate;
+  const auto op = CmpOp(in.mode);
+  llvm::Value* a = src(in.src[0]);
+  llvm::Value* b = src(in.src[1]);
+  if (in.type2 == PType::f32 || in.type2 == PType::f64) {
+    if (in.type2 == PType::f32) {
+      a = as_f32(a);
+      b = as_f32(b);
+    } else {
+      a = B.CreateBitCast(a, vf64);
+      b = B.CreateBitCast(b, vf64);
+    }
+    P p = P::FCMP_FALSE;
+    switch (op) {
+    case k_cmp_eq: p = P::FCMP_OEQ; break;
+    case k_cmp_ne: p = P::FCMP_ONE; break;
+    case k_cmp_lt: case k_cmp_lo: p = P::FCMP_OLT; break;
+    case k_cmp_le: case k_cmp_ls: p = P::FCMP_OLE; break;
+    case k_cmp_gt: case k_cmp_hi: p = P::FCMP_OGT; break;
+    case k_cmp_ge: case k_cmp_hs: p = P::FCMP_OGE; break;
+    case k_cmp_equ: p = P::FCMP_UEQ; break;
+    case k_cmp_neu: p = P::FCMP_UNE; break;
+    case k_cmp_ltu: p = P::FCMP_ULT; break;
+    case k_cmp_leu: p = P::FCMP_ULE; break;
+    case k_cmp_gtu: p = P::FCMP_UGT; break;
+    case k_cmp_geu: p = P::FCMP_UGE; break;
+    case k_cmp_num: p = P::FCMP_ORD; break;
+    case k_cmp_nan: p = P::FCMP_UNO; break;
+    }
+    return B.CreateFCmp(p, a, b);
+  }
+  const IntInfo t = int_info(in.type2);
+  a = narrow(a, t.width);
+  b = narrow(b, t.width);
+  const bool s = t.is_signed;
+  P p = P::ICMP_EQ;
+  switch (op) {
+  case k_cmp_eq: case k_cmp_equ: p = P::ICMP_EQ; break;
+  case k_cmp_ne: case k_cmp_neu: p = P::ICMP_NE; break;
+  case k_cmp_lt: case k_cmp_ltu: p = s ? P::ICMP_SLT : P::ICMP_ULT; break;
+  case k_cmp_le: case k_cmp_leu: p = s ? P::ICMP_SLE : P::ICMP_ULE; break;
+  case k_cmp_gt: case k_cmp_gtu: p = s ? P::ICMP_SGT : P::ICMP_UGT; break;
+  case k_cmp_ge: case k_cmp_geu: p = s ? P::ICMP_SGE : P::ICMP_UGE; break;
+  case k_cmp_lo: p = P::ICMP_ULT; break;
+  case k_cmp_ls: p = P::ICMP_ULE; break;
+  case k_cmp_hi: p = P::ICMP_UGT; break;
+  case k_cmp_hs: p = P::ICMP_UGE; break;
+  case k_cmp_num: return llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(k_lanes), B.getTrue());
+  case k_cmp_nan: return llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(k_lanes), B.getFalse());
+  }
+  return B.CreateICmp(p, a, b);
+}
+
+void Gen::emit_setp(const Insn& in, llvm::Value* mask) {
+  llvm::Value* c = emit_compare(in);
+  llvm::Value* nc = B.CreateNot(c);
+  llvm::Value* p = c;
+  llvm::Value* q = nc;
+  if (in.mode2 != k_bool_none) {
+    llvm::Value* cc = B.CreateICmpNE(src(in.src[2]), splat(0));
+    switch (in.mode2) {
+    case k_bool_and: p = B.CreateAnd(c, cc); q = B.CreateAnd(nc, cc); break;
+    case k_bool_or: p = B.CreateOr(c, cc); q = B.CreateOr(nc, cc); break;
+    case k_bool_xor: p = B.CreateXor(c, cc); q = B.CreateXor(nc, cc); break;
+    default: break;
+    }
+  }
+  write(in.dst[0], B.CreateZExt(p, v64), mask);
+  if (in.ndst == 2) write(in.dst[1], B.CreateZExt(q, v64), mask);
+}
+
+// ld.param at a constant offset inside the parameters: one value, the same in every lane.
+void Gen::emit_param_load(const Insn& in, llvm::Value* mask) {
+  const uint32_t esize = std::max<uint32_t>(ptx::type_size(in.type), 1);
+  const bool sign = ptx::is_signed(in.type);
+  llvm::IntegerType* et = B.getIntNTy(esize * 8);
+  for (uint32_t e = 0; e < in.vec; ++e) {
+    llvm::Value* p = B.CreateBitCast(
+        B.CreateConstInBoundsGEP1_64(i8, params, uint64_t(in.addr.offset) + e * esize),
+        et->getPointerTo());
+    auto* l = B.CreateAlignedLoad(et, p, llvm::Align(1));
+    tag(l, m_tbaa_param);
+    llvm::Value* v = esize == 8 ? static_cast<llvm::Value*>(l)
+                                : sign ? B.CreateSExt(l, i64) : B.CreateZExt(l, i64);
+    write(in.dst[e], B.CreateVectorSplat(k_lanes, v), mask);
+  }
+}
+
+void Gen::emit_inline(const Insn& in, llvm::Value* mask) {
+  ++m_inline;
+  switch (in.op) {
+  case XOp::nop:
+  case XOp::bar_warp: // the lanes at one position run together already
+    return;
+  case XOp::activemask:
+  case XOp::shfl:
+  case XOp::vote:
+  case XOp::match:
+  case XOp::redux:
+  case XOp::elect:
+    emit_warp(in, B.CreateBitCast(mask, i32), mask);
+    return;
+  case XOp::mov:
+    write(in.dst[0], src(in.src[0]), mask);
+    return;
+  case XOp::and_:
+    write(in.dst[0], B.CreateAnd(src(in.src[0]), src(in.src[1])), mask);
+    return;
+  case XOp::or_:
+    write(in.dst[0], B.CreateOr(src(in.src[0]), src(in.src[1])), mask);
+    return;
+  case XOp::xor_:
+    write(in.dst[0], B.CreateXor(src(in.src[0]), src(in.src[1])), mask);
+    return;
+  case XOp::not_:
+    if (in.type == PType::pred) {
+      write(in.dst[0], B.CreateZExt(B.CreateICmpEQ(src(in.src[0]), splat(0)), v64), mask);
+    } else {
+      write(in.dst[0], B.CreateNot(src(in.src[0])), mask);
+    }
+    return;
+  case XOp::cnot:
+    write(in.dst[0], B.CreateZExt(B.CreateICmpEQ(src(in.src[0]), splat(0)), v64), mask);
+    return;
+  case XOp::selp: {
+    llvm::Value* c = B.CreateICmpNE(src(in.src[2]), splat(0));
+    write(in.dst[0], B.CreateSelect(c, src(in.src[0]), src(in.src[1])), mask);
+    return;
+  }
+  case XOp::cvta:
+  case XOp::cvta_to: {
+    const bool narrow32 = in.type == PType::u32 || in.type == PType::b32;
+    llvm::Value* a = src(in.src[0]);
+    write(in.dst[0], narrow32 ? widen(narrow(a, 32), false) : a, mask);
+    return;
+  }
+  case XOp::setp:
+    emit_setp(in, mask);
+    return;
+  case XOp::cvt: {
+    const IntInfo s = int_info(in.type2);
+    const IntInfo d = int_info(in.type);
+    llvm::Value* x = widen(narrow(src(in.src[0]), s.width), s.is_signed);
+    write(in.dst[0], widen(narrow(x, d.width), d.is_signed), mask);
+    return;
+  }
+  case XOp::ld:
+    emit_param_load(in, mask);
+    return;
+  default:
+    break;
+  }
+  if (in.type == PType::f32) {
+    llvm::Value* r = nullptr;
+    switch (in.op) {
+    case XOp::add: r = f32_result(B.CreateFAdd(as_f32(src(in.src[0])), as_f32(src(in.src[1])))); break;
+    case XOp::sub: r = f32_result(B.CreateFSub(as_f32(src(in.src[0])), as_f32(src(in.src[1])))); break;
+    case XOp::mul: r = f32_result(B.CreateFMul(as_f32(src(in.src[0])), as_f32(src(in.src[1])))); break;
+    case XOp::fma: {
+      llvm::Function* fma = llvm::Intrinsic::getDeclaration(M.get(), llvm::Intrinsic::fma, {vf32});
+      r = f32_result(B.CreateCall(
+          fma, {as_f32(src(in.src[0])), as_f32(src(in.src[1])), as_f32(src(in.src[2]))}));
+      break;
+    }
+    case XOp::abs: r = B.CreateAnd(narrow(src(in.src[0]), 32), 0x7fffffffu); r = widen(r, false); break;
+    case XOp::neg: r = B.CreateXor(narrow(src(in.src[0]), 32), 0x80000000u); r = widen(r, false); break;
+    default: r = splat(0); break;
+    }
+    write(in.dst[0], r, mask);
+    return;
+  }
+  write(in.dst[0], emit_int(in), mask);
+}
+
+} // namespace hone::emu::jit
