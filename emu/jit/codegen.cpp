@@ -200,6 +200,7 @@ Generated Gen::run() {
   i64 = B.getInt64Ty();
   v64 = vec(i64);
   v32 = vec(i32);
+  v16 = vec(B.getInt16Ty());
   vf32 = vec(B.getFloatTy());
   vf64 = vec(B.getDoubleTy());
   vbool = vec(B.getInt1Ty());

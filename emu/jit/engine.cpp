@@ -4,6 +4,7 @@
 #include "emu/jit/abi.hpp"
 #include "emu/jit/codegen.hpp"
 
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
@@ -47,6 +48,15 @@ public:
         failure = "cannot start LLVM's JIT: " + llvm::toString(jit.takeError());
         return;
       }
+      // Math functions LLVM calls where the host lacks an instruction (fmaf without FMA,
+      // roundevenf without SSE4.1) come from the process, which has libm.
+      auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+          (*jit)->getDataLayout().getGlobalPrefix());
+      if (!process) {
+        failure = "cannot search the process for symbols: " + llvm::toString(process.takeError());
+        return;
+      }
+      (*jit)->getMainJITDylib().addGenerator(std::move(*process));
       engine = new Engine(std::move(*jit)); // lives as long as the process
     });
     if (!engine) error = failure;

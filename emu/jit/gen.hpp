@@ -159,6 +159,32 @@ private:
   void write(const Src& d, llvm::Value* v, llvm::Value* mask);
   llvm::Value* as_f32(llvm::Value* v) { return B.CreateBitCast(narrow(v, 32), vf32); }
   llvm::Value* f32_result(llvm::Value* f); // canonical NaN, as 64-bit lanes
+  // floating point (gen_float.cpp)
+  llvm::Value* flush_f32(llvm::Value* f);
+  llvm::Value* finish_f32(llvm::Value* f, bool ftz, bool sat);
+  llvm::Value* f32_operand(const Src& s, bool ftz);
+  llvm::Value* minmax_f32(const Insn& in);
+  llvm::Value* emit_f32(const Insn& in);
+  llvm::Value* testp(llvm::Value* mag, uint64_t inf, uint64_t min_normal, uint8_t op,
+                     llvm::VectorType* type);
+  llvm::Value* half_to_float(llvm::Value* h16, bool bf);
+  llvm::Value* float_to_half(llvm::Value* f, bool bf);
+  llvm::Value* double_to_f16(llvm::Value* d);
+  llvm::Value* flush_half(llvm::Value* h, bool bf);
+  llvm::Value* is_nan_half(llvm::Value* h, bool bf);
+  llvm::Value* finish_half(llvm::Value* h, bool bf, bool ftz, bool sat, bool relu);
+  llvm::Value* half_element(const Insn& in, llvm::Value* a, llvm::Value* b, llvm::Value* c);
+  llvm::Value* emit_half(const Insn& in);
+  llvm::Value* emit_float_convert(const Insn& in);
+  bool float_convert_form(const Insn& in) const;
+  llvm::Constant* splat32(uint32_t v) {
+    return llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(k_lanes),
+                                          llvm::ConstantInt::get(i32, v));
+  }
+  llvm::Constant* splat16(uint16_t v) {
+    return llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(k_lanes),
+                                          llvm::ConstantInt::get(B.getInt16Ty(), v));
+  }
   llvm::Value* exec_of(const Insn& in);
   llvm::Value* mask_of(llvm::Value* exec) { return B.CreateBitCast(exec, vbool); }
   void count(const Insn& in, llvm::Value* exec);
@@ -180,6 +206,7 @@ private:
   llvm::IntegerType* i64 = nullptr;
   llvm::VectorType* v64 = nullptr;
   llvm::VectorType* v32 = nullptr;
+  llvm::VectorType* v16 = nullptr;
   llvm::VectorType* vf32 = nullptr;
   llvm::VectorType* vf64 = nullptr;
   llvm::VectorType* vbool = nullptr;

@@ -8,6 +8,56 @@ namespace hone::emu::jit {
 // helper's.
 bool Gen::inline_form(const Insn& in) const {
   const uint32_t f = in.flags;
+  if (in.type == PType::f32) {
+    // exec_arith's f32 forms in round to nearest (directed rounding and the .approx
+    // transcendentals are the helper's)
+    switch (in.op) {
+    case XOp::add: case XOp::sub: case XOp::mul: case XOp::fma:
+      return rounds_to_nearest(in.mode);
+    case XOp::div:
+      return (f & (k_f_approx | k_f_full)) || rounds_to_nearest(in.mode);
+    case XOp::rcp: case XOp::sqrt:
+      return (f & k_f_approx) || rounds_to_nearest(in.mode);
+    case XOp::rsqrt: case XOp::abs: case XOp::neg: case XOp::min: case XOp::max:
+    case XOp::testp: case XOp::copysign:
+      return true;
+    case XOp::sin: case XOp::cos: case XOp::lg2: case XOp::ex2: case XOp::tanh:
+      return false;
+    default:
+      break;
+    }
+  }
+  if (in.type == PType::f64) {
+    // bit operations only: f64 arithmetic propagates NaN payloads by the host's rules
+    switch (in.op) {
+    case XOp::abs: case XOp::neg: case XOp::testp: case XOp::copysign:
+      return true;
+    case XOp::add: case XOp::sub: case XOp::mul: case XOp::fma: case XOp::div: case XOp::rcp:
+    case XOp::sqrt: case XOp::rsqrt: case XOp::min: case XOp::max:
+      return false;
+    default:
+      break;
+    }
+  }
+  if (is_half(in.type)) {
+    // exec_half's forms (what execute() sends it); fma of bf16 needs more than double to round
+    // once, ex2 and tanh are .approx
+    const bool bf = in.type == PType::bf16 || in.type == PType::bf16x2;
+    switch (in.op) {
+    case XOp::add: case XOp::sub: case XOp::mul: case XOp::neg: case XOp::abs:
+    case XOp::min: case XOp::max:
+      return true;
+    case XOp::fma:
+      return !bf;
+    case XOp::setp:
+      return in.type == PType::f16 || in.type == PType::bf16; // one predicate per operand pair
+    case XOp::mov: case XOp::pack: case XOp::unpack: case XOp::selp: case XOp::and_:
+    case XOp::or_: case XOp::xor_: case XOp::not_: case XOp::cvt: case XOp::ld: case XOp::st:
+      break; // not exec_half's
+    default:
+      return false;
+    }
+  }
   switch (in.op) {
   case XOp::nop:
   case XOp::activemask:
@@ -35,9 +85,6 @@ bool Gen::inline_form(const Insn& in) const {
   case XOp::sub:
   case XOp::mul:
   case XOp::fma:
-    if (in.type == PType::f32)
-      return !(f & (k_f_ftz | k_f_sat)) && rounds_to_nearest(in.mode);
-    [[fallthrough]];
   case XOp::mad:
     if (!is_integer(in.type) || (f & (k_f_cc | k_f_sat | k_f_hi | k_f_carry_in))) return false;
     if (in.op == XOp::fma) return false;
@@ -45,7 +92,6 @@ bool Gen::inline_form(const Insn& in) const {
     return true;
   case XOp::abs:
   case XOp::neg:
-    if (in.type == PType::f32) return !(f & k_f_ftz);
     return is_integer(in.type);
   case XOp::min:
   case XOp::max:
@@ -56,11 +102,12 @@ bool Gen::inline_form(const Insn& in) const {
   case XOp::clz:
     return is_integer(in.type);
   case XOp::setp:
-    if (in.type2 == PType::f32) return !(f & k_f_ftz);
-    return in.type2 == PType::f64 || is_integer(in.type2);
+    return in.type2 == PType::f32 || in.type2 == PType::f64 || in.type2 == PType::f16 ||
+           in.type2 == PType::bf16 || is_integer(in.type2);
   case XOp::cvt:
-    return in.nsrc == 1 && is_integer(in.type) && is_integer(in.type2) &&
-           !(f & (k_f_sat | k_f_relu | k_f_satfinite));
+    if (is_integer(in.type) && is_integer(in.type2))
+      return in.nsrc == 1 && !(f & (k_f_sat | k_f_relu | k_f_satfinite));
+    return float_convert_form(in);
   case XOp::ld: {
     if (in.addr.space != AddrSpace::kparam || in.addr.slot != k_no_slot || (f & k_f_volatile))
       return false;
@@ -147,10 +194,27 @@ llvm::Value* Gen::emit_compare(const Insn& in) {
   const auto op = CmpOp(in.mode);
   llvm::Value* a = src(in.src[0]);
   llvm::Value* b = src(in.src[1]);
-  if (in.type2 == PType::f32 || in.type2 == PType::f64) {
-    if (in.type2 == PType::f32) {
+  const bool half = in.type2 == PType::f16 || in.type2 == PType::bf16;
+  if (in.type2 == PType::f32 || in.type2 == PType::f64 || half) {
+    const bool ftz = (in.flags & k_f_ftz) && in.type2 != PType::bf16;
+    if (half) {
+      // cmp_f16 / cmp_bf16: the values as f32
+      const bool bf = in.type2 == PType::bf16;
+      llvm::Value* ha = B.CreateTrunc(a, v16);
+      llvm::Value* hb = B.CreateTrunc(b, v16);
+      if (ftz) {
+        ha = flush_half(ha, false);
+        hb = flush_half(hb, false);
+      }
+      a = half_to_float(ha, bf);
+      b = half_to_float(hb, bf);
+    } else if (in.type2 == PType::f32) {
       a = as_f32(a);
       b = as_f32(b);
+      if (ftz) {
+        a = flush_f32(a);
+        b = flush_f32(b);
+      }
     } else {
       a = B.CreateBitCast(a, vf64);
       b = B.CreateBitCast(b, vf64);
@@ -283,6 +347,10 @@ void Gen::emit_inline(const Insn& in, llvm::Value* mask) {
     emit_setp(in, mask);
     return;
   case XOp::cvt: {
+    if (!is_integer(in.type) || !is_integer(in.type2)) {
+      write(in.dst[0], emit_float_convert(in), mask);
+      return;
+    }
     const IntInfo s = int_info(in.type2);
     const IntInfo d = int_info(in.type);
     llvm::Value* x = widen(narrow(src(in.src[0]), s.width), s.is_signed);
@@ -296,22 +364,31 @@ void Gen::emit_inline(const Insn& in, llvm::Value* mask) {
     break;
   }
   if (in.type == PType::f32) {
+    write(in.dst[0], emit_f32(in), mask);
+    return;
+  }
+  if (in.type == PType::f64) {
+    // abs, neg, copysign on the bits (exec_arith), testp on the magnitude
+    llvm::Value* a = src(in.src[0]);
     llvm::Value* r = nullptr;
     switch (in.op) {
-    case XOp::add: r = f32_result(B.CreateFAdd(as_f32(src(in.src[0])), as_f32(src(in.src[1])))); break;
-    case XOp::sub: r = f32_result(B.CreateFSub(as_f32(src(in.src[0])), as_f32(src(in.src[1])))); break;
-    case XOp::mul: r = f32_result(B.CreateFMul(as_f32(src(in.src[0])), as_f32(src(in.src[1])))); break;
-    case XOp::fma: {
-      llvm::Function* fma = llvm::Intrinsic::getDeclaration(M.get(), llvm::Intrinsic::fma, {vf32});
-      r = f32_result(B.CreateCall(
-          fma, {as_f32(src(in.src[0])), as_f32(src(in.src[1])), as_f32(src(in.src[2]))}));
+    case XOp::abs: r = B.CreateAnd(a, splat(0x7fffffffffffffffull)); break;
+    case XOp::neg: r = B.CreateXor(a, splat(0x8000000000000000ull)); break;
+    case XOp::copysign:
+      r = B.CreateOr(B.CreateAnd(src(in.src[1]), splat(0x7fffffffffffffffull)),
+                     B.CreateAnd(a, splat(0x8000000000000000ull)));
+      break;
+    default:
+      r = B.CreateZExt(testp(B.CreateAnd(a, splat(0x7fffffffffffffffull)), 0x7ff0000000000000ull,
+                             1ull << 52, in.mode, v64),
+                       v64);
       break;
     }
-    case XOp::abs: r = B.CreateAnd(narrow(src(in.src[0]), 32), 0x7fffffffu); r = widen(r, false); break;
-    case XOp::neg: r = B.CreateXor(narrow(src(in.src[0]), 32), 0x80000000u); r = widen(r, false); break;
-    default: r = splat(0); break;
-    }
     write(in.dst[0], r, mask);
+    return;
+  }
+  if (is_half(in.type)) {
+    write(in.dst[0], emit_half(in), mask);
     return;
   }
   write(in.dst[0], emit_int(in), mask);

@@ -21,7 +21,8 @@ const bool k_debug_log = setenv("HONE_EMU_LOG", "debug", 1) == 0;
 // The PTX type of an operand, and how its bits are chosen.
 // lane: small lane numbers; shift: shift amounts; warp: the same value across every lane of even
 // warps (random per lane in odd ones).
-enum class Kind { pred, b16, f16, bf16, b32, s32, f32, b64, s64, f64, lane, shift, warp };
+// f16x2/bf16x2: two halves in 32 bits.
+enum class Kind { pred, b16, f16, bf16, b32, s32, f32, b64, s64, f64, lane, shift, warp, f16x2, bf16x2 };
 
 struct Form {
   const char* name;
@@ -37,7 +38,8 @@ const char* reg_type(Kind k) {
   switch (k) {
   case Kind::pred: return "pred";
   case Kind::b16: case Kind::f16: case Kind::bf16: return "b16";
-  case Kind::b32: case Kind::s32: case Kind::f32: case Kind::lane: case Kind::shift: case Kind::warp: return "b32";
+  case Kind::b32: case Kind::s32: case Kind::f32: case Kind::lane: case Kind::shift: case Kind::warp:
+  case Kind::f16x2: case Kind::bf16x2: return "b32";
   default: return "b64";
   }
 }
@@ -46,7 +48,8 @@ int width(Kind k) {
   switch (k) {
   case Kind::pred: return 1;
   case Kind::b16: case Kind::f16: case Kind::bf16: return 16;
-  case Kind::b32: case Kind::s32: case Kind::f32: case Kind::lane: case Kind::shift: case Kind::warp: return 32;
+  case Kind::b32: case Kind::s32: case Kind::f32: case Kind::lane: case Kind::shift: case Kind::warp:
+  case Kind::f16x2: case Kind::bf16x2: return 32;
   default: return 64;
   }
 }
@@ -73,6 +76,13 @@ std::vector<uint64_t> specials(Kind k) {
             0x7fefffffffffffff, 0x7ff0000000000000, 0xfff0000000000000, 0x7ff8000000000000,
             0x7ff0000000000001, 0xfff8123456789abc, 0x4330000000000000, 0x41e0000000000000,
             0xc1e0000000000000, 0x43e0000000000000, 0x400921fb54442d18, 0x3ca0000000000000};
+  case Kind::f16x2:
+  case Kind::bf16x2: {
+    const auto h = specials(k == Kind::f16x2 ? Kind::f16 : Kind::bf16);
+    std::vector<uint64_t> v;
+    for (size_t i = 0; i < h.size(); ++i) v.push_back(h[i] | h[(i * 7 + 3) % h.size()] << 16);
+    return v;
+  }
   case Kind::b16: return {0, 1, 0x7fff, 0x8000, 0xffff, 0x00ff, 0x1234, 0x8001};
   case Kind::lane: return {0, 1, 2, 7, 16, 31, 32, 0xffffffff};
   case Kind::warp: return {7};
@@ -108,6 +118,8 @@ uint64_t random_value(Kind k, uint64_t seed) {
   case Kind::shift: return (r >> 8) % 70;
   case Kind::f32: return (r & 3) == 0 ? 0x3f000000 | (r >> 40) : r & mask;
   case Kind::f16: return (r & 3) == 0 ? 0x3800 | ((r >> 40) & 0x7ff) : r & mask;
+  case Kind::f16x2: return random_value(Kind::f16, seed * 2) | random_value(Kind::f16, seed * 2 + 1) << 16;
+  case Kind::bf16x2: return random_value(Kind::bf16, seed * 2) | random_value(Kind::bf16, seed * 2 + 1) << 16;
   case Kind::bf16: return (r & 3) == 0 ? 0x3f00 | ((r >> 40) & 0xff) : r & mask;
   case Kind::f64: return (r & 3) == 0 ? 0x3fe0000000000000 | (r >> 12) : r;
   default: return (r & 3) == 0 ? (r >> 32) % 300 : r & mask;
@@ -364,6 +376,74 @@ const Form k_forms[] = {
     {"setp_gtu_f32", "setp.gtu.f32 {d}|{q}, {a}, {b}", K::pred, K::f32, K::f32, K::pred, 2, true},
     {"setp_num_f32", "setp.num.f32 {d}, {a}, {b}", K::pred, K::f32, K::f32, K::pred, 2},
     {"setp_le_f64", "setp.le.f64 {d}, {a}, {b}", K::pred, K::f64, K::f64, K::pred, 2},
+    {"add_ftz_sat_f32", "add.ftz.sat.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"mul_rn_sat_f32", "mul.rn.sat.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"fma_rn_ftz_f32", "fma.rn.ftz.f32 {d}, {a}, {b}, {c}", K::f32, K::f32, K::f32, K::f32, 3},
+    {"div_rn_f32", "div.rn.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"div_rn_ftz_sat_f32", "div.rn.ftz.sat.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"div_approx_f32", "div.approx.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"div_full_ftz_f32", "div.full.ftz.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"rcp_rn_f32", "rcp.rn.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
+    {"rcp_approx_ftz_f32", "rcp.approx.ftz.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
+    {"sqrt_rn_f32", "sqrt.rn.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
+    {"sqrt_approx_ftz_f32", "sqrt.approx.ftz.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
+    {"rsqrt_approx_f32", "rsqrt.approx.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
+    {"rsqrt_approx_ftz_f32", "rsqrt.approx.ftz.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
+    {"min_ftz_f32", "min.ftz.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"max_nan_f32", "max.NaN.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"min_xorsign_f32", "min.xorsign.abs.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"max_f32", "max.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"abs_ftz_f32", "abs.ftz.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
+    {"neg_ftz_f32", "neg.ftz.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
+    {"testp_normal_f32", "testp.normal.f32 {d}, {a}", K::pred, K::f32, K::pred, K::pred, 1},
+    {"testp_subnormal_f32", "testp.subnormal.f32 {d}, {a}", K::pred, K::f32, K::pred, K::pred, 1},
+    {"copysign_f32", "copysign.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"setp_ftz_lt_f32", "setp.lt.ftz.f32 {d}|{q}, {a}, {b}", K::pred, K::f32, K::f32, K::pred, 2, true},
+    {"abs_f64", "abs.f64 {d}, {a}", K::f64, K::f64, K::pred, K::pred, 1},
+    {"neg_f64", "neg.f64 {d}, {a}", K::f64, K::f64, K::pred, K::pred, 1},
+    {"copysign_f64", "copysign.f64 {d}, {a}, {b}", K::f64, K::f64, K::f64, K::pred, 2},
+    {"testp_finite_f64", "testp.finite.f64 {d}, {a}", K::pred, K::f64, K::pred, K::pred, 1},
+    // half precision
+    {"add_f16", "add.f16 {d}, {a}, {b}", K::f16, K::f16, K::f16, K::pred, 2},
+    {"add_ftz_sat_f16", "add.ftz.sat.f16 {d}, {a}, {b}", K::f16, K::f16, K::f16, K::pred, 2},
+    {"sub_f16x2", "sub.f16x2 {d}, {a}, {b}", K::f16x2, K::f16x2, K::f16x2, K::pred, 2},
+    {"mul_ftz_f16x2", "mul.ftz.f16x2 {d}, {a}, {b}", K::f16x2, K::f16x2, K::f16x2, K::pred, 2},
+    {"mul_bf16", "mul.rn.bf16 {d}, {a}, {b}", K::bf16, K::bf16, K::bf16, K::pred, 2},
+    {"add_bf16x2", "add.rn.bf16x2 {d}, {a}, {b}", K::bf16x2, K::bf16x2, K::bf16x2, K::pred, 2},
+    {"fma_rn_f16", "fma.rn.f16 {d}, {a}, {b}, {c}", K::f16, K::f16, K::f16, K::f16, 3},
+    {"fma_rn_ftz_sat_f16", "fma.rn.ftz.sat.f16 {d}, {a}, {b}, {c}", K::f16, K::f16, K::f16, K::f16, 3},
+    {"fma_rn_relu_f16", "fma.rn.relu.f16 {d}, {a}, {b}, {c}", K::f16, K::f16, K::f16, K::f16, 3},
+    {"fma_rn_f16x2", "fma.rn.f16x2 {d}, {a}, {b}, {c}", K::f16x2, K::f16x2, K::f16x2, K::f16x2, 3},
+    {"neg_f16", "neg.f16 {d}, {a}", K::f16, K::f16, K::pred, K::pred, 1},
+    {"abs_ftz_f16", "abs.ftz.f16 {d}, {a}", K::f16, K::f16, K::pred, K::pred, 1},
+    {"neg_bf16x2", "neg.bf16x2 {d}, {a}", K::bf16x2, K::bf16x2, K::pred, K::pred, 1},
+    {"min_f16", "min.f16 {d}, {a}, {b}", K::f16, K::f16, K::f16, K::pred, 2},
+    {"max_nan_f16x2", "max.NaN.f16x2 {d}, {a}, {b}", K::f16x2, K::f16x2, K::f16x2, K::pred, 2},
+    {"min_bf16", "min.bf16 {d}, {a}, {b}", K::bf16, K::bf16, K::bf16, K::pred, 2},
+    {"max_xorsign_bf16x2", "max.xorsign.abs.bf16x2 {d}, {a}, {b}", K::bf16x2, K::bf16x2, K::bf16x2, K::pred, 2},
+    {"setp_lt_f16", "setp.lt.f16 {d}|{q}, {a}, {b}", K::pred, K::f16, K::f16, K::pred, 2, true},
+    {"setp_ftz_equ_f16", "setp.equ.ftz.f16 {d}, {a}, {b}", K::pred, K::f16, K::f16, K::pred, 2},
+    {"setp_gt_bf16", "setp.gt.bf16 {d}, {a}, {b}", K::pred, K::bf16, K::bf16, K::pred, 2},
+    // conversions
+    {"cvt_f32_f16", "cvt.f32.f16 {d}, {a}", K::f32, K::f16, K::pred, K::pred, 1},
+    {"cvt_rn_f16_f32", "cvt.rn.f16.f32 {d}, {a}", K::f16, K::f32, K::pred, K::pred, 1},
+    {"cvt_f32_bf16", "cvt.f32.bf16 {d}, {a}", K::f32, K::bf16, K::pred, K::pred, 1},
+    {"cvt_rn_bf16_f32", "cvt.rn.bf16.f32 {d}, {a}", K::bf16, K::f32, K::pred, K::pred, 1},
+    {"cvt_f64_f32", "cvt.f64.f32 {d}, {a}", K::f64, K::f32, K::pred, K::pred, 1},
+    {"cvt_rn_f32_f64", "cvt.rn.f32.f64 {d}, {a}", K::f32, K::f64, K::pred, K::pred, 1},
+    {"cvt_rn_f32_s32", "cvt.rn.f32.s32 {d}, {a}", K::f32, K::s32, K::pred, K::pred, 1},
+    {"cvt_rn_f32_u64", "cvt.rn.f32.u64 {d}, {a}", K::f32, K::b64, K::pred, K::pred, 1},
+    {"cvt_rn_f64_s64", "cvt.rn.f64.s64 {d}, {a}", K::f64, K::s64, K::pred, K::pred, 1},
+    {"cvt_rzi_s32_f32", "cvt.rzi.s32.f32 {d}, {a}", K::s32, K::f32, K::pred, K::pred, 1},
+    {"cvt_rni_s32_f32", "cvt.rni.s32.f32 {d}, {a}", K::s32, K::f32, K::pred, K::pred, 1},
+    {"cvt_rmi_u32_f32", "cvt.rmi.u32.f32 {d}, {a}", K::b32, K::f32, K::pred, K::pred, 1},
+    {"cvt_rpi_ftz_s32_f32", "cvt.rpi.ftz.s32.f32 {d}, {a}", K::s32, K::f32, K::pred, K::pred, 1},
+    {"cvt_rzi_s64_f32", "cvt.rzi.s64.f32 {d}, {a}", K::s64, K::f32, K::pred, K::pred, 1},
+    {"cvt_rpi_s64_f64", "cvt.rpi.s64.f64 {d}, {a}", K::s64, K::f64, K::pred, K::pred, 1},
+    {"cvt_rzi_s32_f64", "cvt.rzi.s32.f64 {d}, {a}", K::s32, K::f64, K::pred, K::pred, 1},
+    {"cvt_rni_u16_f32", "cvt.rni.u16.f32 {d}, {a}", K::b16, K::f32, K::pred, K::pred, 1},
+    {"cvt_rni_f32_f32", "cvt.rni.f32.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
+    {"cvt_rzi_f64_f64", "cvt.rzi.f64.f64 {d}, {a}", K::f64, K::f64, K::pred, K::pred, 1},
     // warp-level (converged warps; every lane's operands differ)
     {"shfl_bfly", "shfl.sync.bfly.b32 {d}|{q}, {a}, {b}, 0x1f, 0xffffffff", K::b32, K::b32, K::lane, K::pred, 2, true, true},
     {"shfl_down", "shfl.sync.down.b32 {d}|{q}, {a}, {b}, 0x1f, 0xffffffff", K::b32, K::b32, K::lane, K::pred, 2, true, true},
