@@ -119,6 +119,7 @@ template <class T> inline uint64_t ubits(T v) {
 } // namespace
 
 struct BlockRunner::State {
+  enum class Access { load, store, atomic }; // what flush_memory() charges
   struct Warp {
     uint32_t pc[k_lanes];
     uint8_t bar[k_lanes];
@@ -319,7 +320,8 @@ struct BlockRunner::State {
       s.jit_fault = Fault{CUDA_ERROR_UNKNOWN, "internal error running " + s.k.name};
       return -1;
     }
-    if ((in.op == XOp::ld || in.op == XOp::st) && s.last_alloc) {
+    if ((in.op == XOp::ld || in.op == XOp::st || in.op == XOp::atom || in.op == XOp::red) &&
+        s.last_alloc) {
       // the allocation this instruction's compiled code checks its next accesses against
       const Allocation* a = s.last_alloc;
       s.memory_cache[pc] = {a->base, a->base + a->size,
@@ -336,15 +338,27 @@ struct BlockRunner::State {
     s.issue_at = issue_at;
     s.last_alloc = static_cast<const Allocation*>(s.memory_cache[pc].allocation);
     s.sector_count = int(count); // in sectors_scratch (Frame::sectors)
-    s.flush_memory(in, f->widx, in.op == XOp::st ? Access::store : Access::load);
+    s.flush_memory(in, f->widx, access_of(in));
     return s.mem_latency;
+  }
+  static Access access_of(const Insn& in) {
+    return in.op == XOp::st ? Access::store
+           : in.op == XOp::atom || in.op == XOp::red ? Access::atomic
+                                                      : Access::load;
   }
   static int64_t jit_account_shared(jit::Frame* f, uint32_t pc, uint32_t count, uint64_t issue_at) {
     State& s = *static_cast<State*>(f->state);
     const Insn& in = s.k.code[pc];
     s.issue_at = issue_at;
     s.shared_count = int(count); // in shared_words (Frame::words)
-    s.flush_memory(in, f->widx, in.op == XOp::st ? Access::store : Access::load);
+    s.flush_memory(in, f->widx, access_of(in));
+    return s.mem_latency;
+  }
+  static int64_t jit_account_local(jit::Frame* f, uint32_t pc, uint32_t bytes, uint64_t issue_at) {
+    State& s = *static_cast<State*>(f->state);
+    s.issue_at = issue_at;
+    s.local_bytes = bytes;
+    s.flush_memory(s.k.code[pc], f->widx, access_of(s.k.code[pc]));
     return s.mem_latency;
   }
 
@@ -386,10 +400,12 @@ struct BlockRunner::State {
       helpers.execute = &State::jit_execute;
       helpers.account_global = &State::jit_account_global;
       helpers.account_shared = &State::jit_account_shared;
+      helpers.account_local = &State::jit_account_local;
       memory_cache.resize(k.code.size());
       frame.memory = memory_cache.data();
       frame.shared = shared.data();
       frame.shared_size = shared_size;
+      frame.local = local.data();
       frame.sectors = sectors_scratch;
       frame.words = shared_words;
       frame.state = this;
@@ -553,9 +569,6 @@ struct BlockRunner::State {
     return nullptr;
   }
 
-  // Charges the memory instruction just executed by warp `widx` and sets its latency: global
-  // sectors (one L1 data-path cycle per 128-byte line, L1 reuse, L2 traffic), shared-memory
-  // words (one cycle per wavefront: the most distinct words any bank serves), local bytes.
   // The base of the allocation `sector` lies in (for the L1 history's slots): usually the one
   // the access just checked against.
   uint64_t allocation_base(uint64_t sector) const {
@@ -566,7 +579,9 @@ struct BlockRunner::State {
     return a ? a->base : 0;
   }
 
-  enum class Access { load, store, atomic };
+  // Charges the memory instruction just executed by warp `widx` and sets its latency: global
+  // sectors (one L1 data-path cycle per 128-byte line, L1 reuse, L2 traffic), shared-memory
+  // words (one cycle per wavefront: the most distinct words any bank serves), local bytes.
   void flush_memory(const Insn& in, uint32_t widx, Access access) {
     uint16_t lat = 0;
     cost::BlockCost& c = res.cost;

@@ -349,9 +349,6 @@ struct ReferenceBlockRunner::State {
     return nullptr;
   }
 
-  // Charges the memory instruction just executed by warp `widx` and sets its latency: global
-  // sectors (one L1 data-path cycle per 128-byte line, L1 reuse, L2 traffic), shared-memory
-  // words (one cycle per wavefront: the most distinct words any bank serves), local bytes.
   // The base of the allocation `sector` lies in (for the L1 history's slots): usually the one
   // the access just checked against.
   uint64_t allocation_base(uint64_t sector) const {
@@ -362,6 +359,9 @@ struct ReferenceBlockRunner::State {
     return a ? a->base : 0;
   }
 
+  // Charges the memory instruction just executed by warp `widx` and sets its latency: global
+  // sectors (one L1 data-path cycle per 128-byte line, L1 reuse, L2 traffic), shared-memory
+  // words (one cycle per wavefront: the most distinct words any bank serves), local bytes.
   enum class Access { load, store, atomic };
   void flush_memory(const Insn& in, uint32_t widx, Access access) {
     uint16_t lat = 0;

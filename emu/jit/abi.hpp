@@ -18,7 +18,7 @@ struct CompiledKernel;
 namespace hone::emu::jit {
 
 // Bumped whenever Frame, Helpers or Api change: the runner refuses a library of another version.
-constexpr uint32_t k_abi_version = 4;
+constexpr uint32_t k_abi_version = 5;
 
 // Uniform special registers, the same in every lane of a block (Frame::uniform).
 enum Uniform : uint32_t {
@@ -56,6 +56,7 @@ struct Frame {
   MemoryCache* memory = nullptr;    // in: per instruction (pc)
   uint8_t* shared = nullptr;        // in: the block's shared memory
   uint64_t shared_size = 0;         // in: its bytes
+  uint8_t* local = nullptr;         // in: the block's local frames, CompiledKernel::local_bytes each
   uint64_t uniform[k_u_count] = {}; // in
   uint32_t widx = 0;                // in: the warp's index in its block
   uint32_t active = 0;              // in: the lanes that run (a converged warp: all alive lanes)
@@ -95,6 +96,8 @@ struct Helpers {
   // and returns the instruction's latency.
   int64_t (*account_global)(Frame* frame, uint32_t pc, uint32_t count, uint64_t issue_at) = nullptr;
   int64_t (*account_shared)(Frame* frame, uint32_t pc, uint32_t count, uint64_t issue_at) = nullptr;
+  // The same for an access of the threads' local frames, of `count` bytes in all.
+  int64_t (*account_local)(Frame* frame, uint32_t pc, uint32_t count, uint64_t issue_at) = nullptr;
 };
 
 // A compiled kernel: `run` takes steps from frame->pc, which must be an entry.

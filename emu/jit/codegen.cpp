@@ -258,6 +258,7 @@ Generated Gen::run() {
   helper = helper_at(offsetof(Helpers, execute));
   account_global = helper_at(offsetof(Helpers, account_global));
   account_shared = helper_at(offsetof(Helpers, account_shared));
+  account_local = helper_at(offsetof(Helpers, account_local));
   memory_cache = load_field(offsetof(Frame, memory), i8->getPointerTo());
   shared_base = B.CreatePtrToInt(load_field(offsetof(Frame, shared), i8->getPointerTo()), i64);
   shared_size = load_field(offsetof(Frame, shared_size), i64);

@@ -116,6 +116,8 @@ private:
   void emit_setp(const Insn& in, llvm::Value* mask);
   void emit_param_load(const Insn& in, llvm::Value* mask);
   bool memory_form(const Insn& in) const;
+  bool atomic_form(const Insn& in) const;
+  void emit_atomic(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm::Value* mask);
   void emit_warp(const Insn& in, llvm::Value* exec, llvm::Value* mask);
   llvm::Value* lane_ids(); // <0, 1, ..., 31> as i32
   llvm::Value* emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, llvm::Value* t);
@@ -224,6 +226,7 @@ private:
   llvm::Value* helper = nullptr; // Helpers::execute
   llvm::Value* account_global = nullptr;
   llvm::Value* account_shared = nullptr;
+  llvm::Value* account_local = nullptr;
   llvm::Value* memory_cache = nullptr; // MemoryCache*, as i8*
   llvm::Value* shared_base = nullptr;  // i64: the block's shared memory
   llvm::Value* shared_size = nullptr;  // i64

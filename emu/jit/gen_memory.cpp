@@ -3,17 +3,119 @@
 
 namespace hone::emu::jit {
 
-// ld and st of global or shared memory that compiled code makes itself (fast_memory()'s cases):
-// not volatile, elements of 1 to 8 bytes, up to 4 of them.
+// Memory instructions compiled code makes itself (fast_memory()'s cases, and atomics): ld and
+// st of global, shared or local memory, not volatile, elements of 1 to 8 bytes, up to 4 of them;
+// integer atom and red on global or shared memory.
 bool Gen::memory_form(const Insn& in) const {
-  if (in.op != XOp::ld && in.op != XOp::st) return false;
+  const bool atomic = in.op == XOp::atom || in.op == XOp::red;
+  if (in.op != XOp::ld && in.op != XOp::st && !atomic) return false;
   if (in.flags & k_f_volatile) return false;
-  if (in.addr.space != AddrSpace::global && in.addr.space != AddrSpace::shared &&
-      in.addr.space != AddrSpace::generic)
+  const AddrSpace space = in.addr.space;
+  if (space != AddrSpace::global && space != AddrSpace::shared && space != AddrSpace::generic &&
+      (atomic || space != AddrSpace::local))
     return false;
   const uint32_t esize = ptx::type_size(in.type);
+  if (atomic) return atomic_form(in);
   if (esize != 1 && esize != 2 && esize != 4 && esize != 8) return false;
   return in.vec == 1 || in.vec == 2 || in.vec == 4;
+}
+
+// exec_atomic()'s integer forms (its CAS loop of atomic_apply, lane by lane).
+bool Gen::atomic_form(const Insn& in) const {
+  switch (in.type) {
+  case PType::b32: case PType::u32: case PType::s32:
+  case PType::b64: case PType::u64: case PType::s64:
+    break;
+  default:
+    return false; // floats and packed halves: the helper's
+  }
+  switch (in.mode) {
+  case k_atom_add: case k_atom_min: case k_atom_max: case k_atom_inc: case k_atom_dec:
+  case k_atom_and: case k_atom_or: case k_atom_xor: case k_atom_exch: case k_atom_cas:
+    return true;
+  default:
+    return false;
+  }
+}
+
+// The atomic operation of `in` at host addresses `host`, lane by lane in lane order, each one
+// atomic (other blocks may run at once on other host threads); atom's results to its destination.
+void Gen::emit_atomic(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm::Value* mask) {
+  const IntInfo t = int_info(in.type);
+  llvm::IntegerType* et = B.getIntNTy(t.width);
+  llvm::Value* a = narrow(src(in.src[0]), t.width);
+  llvm::Value* b = in.nsrc > 1 ? narrow(src(in.src[1]), t.width) : nullptr;
+  const auto ordering = llvm::AtomicOrdering::Monotonic;
+  llvm::BasicBlock* entry = B.GetInsertBlock();
+  auto* loop = llvm::BasicBlock::Create(C, "", F);
+  auto* body = llvm::BasicBlock::Create(C, "", F);
+  auto* done = llvm::BasicBlock::Create(C, "", F);
+  B.CreateBr(loop);
+  B.SetInsertPoint(loop);
+  llvm::PHINode* left = B.CreatePHI(i32, 2);
+  llvm::PHINode* olds = B.CreatePHI(vec(et), 2);
+  left->addIncoming(exec, entry);
+  olds->addIncoming(llvm::Constant::getNullValue(vec(et)), entry);
+  B.CreateCondBr(B.CreateICmpEQ(left, B.getInt32(0)), done, body);
+  B.SetInsertPoint(body);
+  llvm::Value* l = B.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, left, B.getTrue());
+  llvm::Value* p = B.CreateIntToPtr(B.CreateExtractElement(host, l), et->getPointerTo());
+  llvm::Value* al = B.CreateExtractElement(a, l);
+  llvm::Value* old = nullptr;
+  using Op = llvm::AtomicRMWInst::BinOp;
+  auto rmw = [&](Op op) {
+    return B.CreateAtomicRMW(op, p, al, llvm::MaybeAlign(t.width / 8), ordering);
+  };
+  switch (in.mode) {
+  case k_atom_add: old = rmw(Op::Add); break;
+  case k_atom_and: old = rmw(Op::And); break;
+  case k_atom_or: old = rmw(Op::Or); break;
+  case k_atom_xor: old = rmw(Op::Xor); break;
+  case k_atom_exch: old = rmw(Op::Xchg); break;
+  case k_atom_min: old = rmw(t.is_signed ? Op::Min : Op::UMin); break;
+  case k_atom_max: old = rmw(t.is_signed ? Op::Max : Op::UMax); break;
+  case k_atom_cas: {
+    auto* x = B.CreateAtomicCmpXchg(p, al, B.CreateExtractElement(b, l), llvm::MaybeAlign(t.width / 8),
+                                    ordering, ordering);
+    old = B.CreateExtractValue(x, 0);
+    break;
+  }
+  default: {
+    // inc: old >= a ? 0 : old + 1; dec: old == 0 || old > a ? a : old - 1 (unsigned), by a
+    // compare-and-swap loop as the interpreter's
+    llvm::BasicBlock* from = B.GetInsertBlock();
+    auto* retry = llvm::BasicBlock::Create(C, "", F);
+    auto* swapped = llvm::BasicBlock::Create(C, "", F);
+    auto* first = B.CreateLoad(et, p);
+    first->setAtomic(ordering);
+    first->setAlignment(llvm::Align(t.width / 8));
+    B.CreateBr(retry);
+    B.SetInsertPoint(retry);
+    llvm::PHINode* cur = B.CreatePHI(et, 2);
+    cur->addIncoming(first, from);
+    llvm::Value* next;
+    if (in.mode == k_atom_inc) {
+      next = B.CreateSelect(B.CreateICmpUGE(cur, al), llvm::ConstantInt::get(et, 0),
+                            B.CreateAdd(cur, llvm::ConstantInt::get(et, 1)));
+    } else {
+      llvm::Value* wrap = B.CreateOr(B.CreateICmpEQ(cur, llvm::ConstantInt::get(et, 0)), B.CreateICmpUGT(cur, al));
+      next = B.CreateSelect(wrap, al, B.CreateSub(cur, llvm::ConstantInt::get(et, 1)));
+    }
+    auto* x = B.CreateAtomicCmpXchg(p, cur, next, llvm::MaybeAlign(t.width / 8), ordering, ordering);
+    cur->addIncoming(B.CreateExtractValue(x, 0), retry);
+    B.CreateCondBr(B.CreateExtractValue(x, 1), swapped, retry);
+    B.SetInsertPoint(swapped);
+    old = cur;
+    break;
+  }
+  }
+  llvm::Value* next_olds = B.CreateInsertElement(olds, old, l);
+  llvm::Value* next_left = B.CreateAnd(left, B.CreateSub(left, B.getInt32(1)));
+  left->addIncoming(next_left, B.GetInsertBlock());
+  olds->addIncoming(next_olds, B.GetInsertBlock());
+  B.CreateBr(loop);
+  B.SetInsertPoint(done);
+  if (in.op == XOp::atom) write(in.dst[0], B.CreateZExt(olds, v64), mask);
 }
 
 // The loads or stores of `in` at host addresses `host` (one per lane), for the lanes in `exec`:
@@ -112,17 +214,20 @@ llvm::Value* Gen::first_of_runs(llvm::Value* v, llvm::Value* exec) {
 }
 
 // fast_memory(): when every lane's access is aligned and lies in the allocation the instruction
-// last touched (global), or in the block's shared memory, compiled code makes it and has the
-// helper charge it; any other access goes to the helper whole, which checks, faults or performs
-// it the interpreter's way (and refreshes the allocation). Returns the instruction's latency.
+// last touched (global), in the block's shared memory or in the thread's local frame, compiled
+// code makes it and has a helper charge it; any other access goes to the helper whole, which
+// checks, faults or performs it the interpreter's way (and refreshes the allocation). Returns the
+// instruction's latency.
 llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, llvm::Value* t) {
+  const bool atomic = in.op == XOp::atom || in.op == XOp::red;
   const uint32_t esize = ptx::type_size(in.type);
-  const uint64_t total = uint64_t(esize) * in.vec;
-  const bool store = in.op == XOp::st;
+  const uint64_t total = uint64_t(esize) * (atomic ? 1 : in.vec);
+  const bool writes = in.op != XOp::ld;
   auto* check_bb = llvm::BasicBlock::Create(C, "", F);
   auto* global_check_bb = llvm::BasicBlock::Create(C, "", F);
   auto* global_bb = llvm::BasicBlock::Create(C, "", F);
   auto* shared_bb = llvm::BasicBlock::Create(C, "", F);
+  auto* local_bb = llvm::BasicBlock::Create(C, "", F);
   auto* slow_bb = llvm::BasicBlock::Create(C, "", F);
   auto* join_bb = llvm::BasicBlock::Create(C, "", F);
   llvm::BasicBlock* from = B.GetInsertBlock();
@@ -142,26 +247,37 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
                                               B.CreateSelect(mask, addr, splat(0)));
     aligned = B.CreateICmpEQ(B.CreateAnd(any, B.getInt64(total - 1)), B.getInt64(0));
   }
-  // shared: [lo, hi + total) inside the block's bytes
-  auto shared_ok = [&](llvm::Value* h) {
-    return B.CreateAnd(B.CreateICmpULE(h, shared_size),
-                       B.CreateICmpUGE(B.CreateSub(shared_size, h), B.getInt64(total)));
+  // [lo, hi + total) inside `size` bytes
+  auto inside = [&](llvm::Value* h, llvm::Value* size) {
+    return B.CreateAnd(B.CreateICmpULE(h, size), B.CreateICmpUGE(B.CreateSub(size, h), B.getInt64(total)));
   };
-  llvm::Value* shared_offset = addr;
+  llvm::Value* local_size = B.getInt64(k.local_bytes);
+  llvm::Value* window_offset = addr; // the lanes' offsets in their window (shared or local)
+  const uint64_t window = ~(k_window_size - 1);
+  auto in_window = [&](uint64_t base) {
+    return B.CreateAnd(B.CreateICmpEQ(B.CreateAnd(lo, B.getInt64(window)), B.getInt64(base)),
+                       B.CreateICmpEQ(B.CreateAnd(hi, B.getInt64(window)), B.getInt64(base)));
+  };
   switch (in.addr.space) {
   case AddrSpace::shared:
-    B.CreateCondBr(B.CreateAnd(aligned, shared_ok(hi)), shared_bb, slow_bb);
+    B.CreateCondBr(B.CreateAnd(aligned, inside(hi, shared_size)), shared_bb, slow_bb);
+    break;
+  case AddrSpace::local:
+    B.CreateCondBr(B.CreateAnd(aligned, inside(hi, local_size)), local_bb, slow_bb);
     break;
   case AddrSpace::generic: {
-    // every lane in the shared window: shared memory; else global memory, or the helper
-    const uint64_t window = ~(k_window_size - 1);
-    llvm::Value* in_window =
-        B.CreateAnd(B.CreateICmpEQ(B.CreateAnd(lo, B.getInt64(window)), B.getInt64(k_shared_window)),
-                    B.CreateICmpEQ(B.CreateAnd(hi, B.getInt64(window)), B.getInt64(k_shared_window)));
+    // every lane in the shared window: shared memory; every lane in the local window: local
+    // memory; else global memory, or the helper
     llvm::Value* shi = B.CreateSub(hi, B.getInt64(k_shared_window));
-    shared_offset = B.CreateSub(addr, splat(k_shared_window));
-    B.CreateCondBr(B.CreateAnd(B.CreateAnd(aligned, in_window), shared_ok(shi)), shared_bb,
-                   global_check_bb);
+    llvm::Value* lhi = B.CreateSub(hi, B.getInt64(k_local_window));
+    llvm::Value* is_shared = B.CreateAnd(B.CreateAnd(aligned, in_window(k_shared_window)), inside(shi, shared_size));
+    llvm::Value* is_local = B.CreateAnd(B.CreateAnd(aligned, in_window(k_local_window)), inside(lhi, local_size));
+    if (atomic) is_local = B.getFalse();
+    window_offset = B.CreateAnd(addr, splat(k_window_size - 1));
+    auto* not_shared = llvm::BasicBlock::Create(C, "", F);
+    B.CreateCondBr(is_shared, shared_bb, not_shared);
+    B.SetInsertPoint(not_shared);
+    B.CreateCondBr(is_local, local_bb, global_check_bb);
     break;
   }
   default:
@@ -183,14 +299,18 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
   llvm::Value* ok = B.CreateAnd(aligned, B.CreateICmpUGE(lo, base));
   ok = B.CreateAnd(ok, B.CreateICmpULT(hi, end));
   ok = B.CreateAnd(ok, B.CreateICmpUGE(B.CreateSub(end, hi), B.getInt64(total)));
-  if (store) ok = B.CreateAnd(ok, B.CreateICmpNE(entry_field(offsetof(MemoryCache, writable)), B.getInt64(0)));
+  if (writes) ok = B.CreateAnd(ok, B.CreateICmpNE(entry_field(offsetof(MemoryCache, writable)), B.getInt64(0)));
   B.CreateCondBr(ok, global_bb, slow_bb);
 
   llvm::FunctionType* account_type = helper_type; // (Frame*, pc, count, issue_at) -> latency
+  auto access = [&](llvm::Value* host) {
+    if (atomic) emit_atomic(in, host, exec, mask);
+    else emit_access(in, host, exec, mask);
+  };
 
   B.SetInsertPoint(global_bb);
   llvm::Value* scratch = load_field(offsetof(Frame, sectors), i8->getPointerTo());
-  emit_access(in, addr, exec, mask);
+  access(addr);
   llvm::Value* count;
   {
     // the sectors of the lanes; flush_memory() only counts their set, so a lane that repeats the
@@ -204,38 +324,50 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
                                       mask_of(keep)});
     tag(c, m_tbaa_frame);
   }
-  llvm::Value* lat_global = B.CreateCall(account_type, account_global,
-                                         {frame, B.getInt32(pc), count, t});
+  llvm::Value* lat_global = B.CreateCall(account_type, account_global, {frame, B.getInt32(pc), count, t});
   llvm::BasicBlock* global_end = B.GetInsertBlock();
   B.CreateBr(join_bb);
 
   B.SetInsertPoint(shared_bb);
   {
     scratch = load_field(offsetof(Frame, words), i8->getPointerTo());
-    emit_access(in, B.CreateAdd(shared_offset, B.CreateVectorSplat(k_lanes, shared_base)), exec, mask);
+    access(B.CreateAdd(window_offset, B.CreateVectorSplat(k_lanes, shared_base)));
     // the 4-byte words each lane touched: one for accesses of up to 4 bytes, else total / 4
     // (flush_memory() only counts their set: a lane repeating the word before it is left out)
     const uint32_t words = total >= 4 ? uint32_t(total / 4) : 1;
     llvm::Function* compress =
         llvm::Intrinsic::getDeclaration(M.get(), llvm::Intrinsic::masked_compressstore, {v32});
-    llvm::Value* first_word = B.CreateTrunc(B.CreateLShr(shared_offset, splat(2)), v32);
+    llvm::Value* first_word = B.CreateTrunc(B.CreateLShr(window_offset, splat(2)), v32);
     llvm::Value* keep = words == 1 ? first_of_runs(first_word, exec) : exec;
     llvm::Value* keep_mask = mask_of(keep);
     llvm::Value* n = B.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, keep);
     llvm::Value* out = B.CreateBitCast(scratch, i32->getPointerTo());
     for (uint32_t j = 0; j < words; ++j) {
-      llvm::Value* w = j ? B.CreateAdd(first_word, llvm::ConstantVector::getSplat(
-                                                       llvm::ElementCount::getFixed(k_lanes),
-                                                       llvm::ConstantInt::get(i32, j)))
-                         : first_word;
+      llvm::Value* w = j ? B.CreateAdd(first_word, splat32(j)) : first_word;
       auto* c = B.CreateCall(compress, {w, B.CreateGEP(i32, out, B.CreateMul(n, B.getInt32(j))), keep_mask});
       tag(c, m_tbaa_frame);
     }
     count = B.CreateMul(n, B.getInt32(words));
   }
-  llvm::Value* lat_shared = B.CreateCall(account_type, account_shared,
-                                         {frame, B.getInt32(pc), count, t});
+  llvm::Value* lat_shared = B.CreateCall(account_type, account_shared, {frame, B.getInt32(pc), count, t});
   llvm::BasicBlock* shared_end = B.GetInsertBlock();
+  B.CreateBr(join_bb);
+
+  // local: lane l's frame starts (warp * 32 + l) * local_bytes into the block's frames
+  B.SetInsertPoint(local_bb);
+  llvm::Value* lat_local = B.getInt64(0);
+  if (!atomic) {
+    llvm::Value* frames = B.CreatePtrToInt(load_field(offsetof(Frame, local), i8->getPointerTo()), i64);
+    llvm::Value* thread = B.CreateAdd(B.CreateVectorSplat(k_lanes, B.CreateZExt(B.CreateMul(widx, B.getInt32(k_lanes)), i64)),
+                                      B.CreateZExt(lane_ids(), v64));
+    llvm::Value* host = B.CreateAdd(B.CreateAdd(B.CreateVectorSplat(k_lanes, frames),
+                                                B.CreateMul(thread, splat(k.local_bytes))),
+                                    window_offset);
+    access(host);
+    llvm::Value* bytes = B.CreateMul(B.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, exec), B.getInt32(uint32_t(total)));
+    lat_local = B.CreateCall(account_type, account_local, {frame, B.getInt32(pc), bytes, t});
+  }
+  llvm::BasicBlock* local_end = B.GetInsertBlock();
   B.CreateBr(join_bb);
 
   B.SetInsertPoint(slow_bb);
@@ -244,10 +376,11 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
   B.CreateBr(join_bb);
 
   B.SetInsertPoint(join_bb);
-  llvm::PHINode* latency = B.CreatePHI(i64, 4);
+  llvm::PHINode* latency = B.CreatePHI(i64, 5);
   latency->addIncoming(B.getInt64(0), from);
   latency->addIncoming(lat_global, global_end);
   latency->addIncoming(lat_shared, shared_end);
+  latency->addIncoming(lat_local, local_end);
   latency->addIncoming(lat_slow, slow_end);
   return latency;
 }

@@ -17,6 +17,8 @@
 namespace {
 
 const bool k_debug_log = setenv("HONE_EMU_LOG", "debug", 1) == 0;
+// Blocks on one host thread: atomics that race between blocks give the same results every run.
+const bool k_one_thread = setenv("HONE_EMU_THREADS", "1", 1) == 0;
 
 // The PTX type of an operand, and how its bits are chosen.
 // lane: small lane numbers; shift: shift amounts; warp: the same value across every lane of even
@@ -163,7 +165,18 @@ std::string kernel(const Form& f, bool predicated) {
   put("{a}", "%a");
   put("{b}", "%b");
   put("{c}", "%c");
-  body += (predicated ? "@%sel " : "") + insn + ";\n";
+  // {p}: a global address in the table, {s}: a shared one, {l}: a local one, each 8-byte
+  // aligned at 8 + (in[i].a & 63) * 8 (never 0: cvta keeps a null pointer null), so that lanes
+  // meet at the same words
+  put("{p}", "%tab");
+  put("{s}", "%shp");
+  put("{l}", "%locp");
+  // every line of the form under the predicate
+  for (size_t at = 0, next; at <= insn.size(); at = next + 1) {
+    next = insn.find('\n', at);
+    if (next == std::string::npos) next = insn.size();
+    body += (predicated ? "@%sel " : "") + insn.substr(at, next - at) + ";\n";
+  }
   switch (width(f.dst)) {
   case 1: body += "selp.u64 %rd20, 1, 0, %d;\n"; break;
   case 16: body += "cvt.u64.u16 %rd20, %d;\n"; break;
@@ -174,11 +187,16 @@ std::string kernel(const Form& f, bool predicated) {
   return R"(.version 8.0
 .target sm_90
 .address_size 64
-.visible .entry k(.param .u64 out, .param .u64 in, .param .u32 n) {
+.visible .entry k(.param .u64 out, .param .u64 in, .param .u32 n, .param .u64 table) {
 .reg .pred %p0;
 .reg .pred %sel;
 .reg .b32 %r<8>;
 .reg .b64 %rd<24>;
+.reg .b64 %tab;
+.reg .b64 %shp;
+.reg .b64 %locp;
+.shared .align 8 .b8 sh[1024];
+.local .align 8 .b8 loc[1024];
 )" + decl + R"(
 mov.u32 %r0, %ctaid.x;
 mov.u32 %r1, %ntid.x;
@@ -197,6 +215,15 @@ add.s64 %rd3, %rd0, %rd2;
 ld.global.u64 %rd10, [%rd3];
 ld.global.u64 %rd11, [%rd3+8];
 ld.global.u64 %rd12, [%rd3+16];
+and.b64 %rd13, %rd10, 63;
+shl.b64 %rd13, %rd13, 3;
+add.s64 %rd13, %rd13, 8;
+ld.param.u64 %tab, [table];
+add.s64 %tab, %tab, %rd13;
+mov.u64 %shp, sh;
+add.s64 %shp, %shp, %rd13;
+mov.u64 %locp, loc;
+add.s64 %locp, %locp, %rd13;
 )" + body + R"(
 mul.wide.u32 %rd4, %r3, 16;
 add.s64 %rd5, %rd1, %rd4;
@@ -245,6 +272,7 @@ CUresult use_context() {
 
 struct Outcome {
   std::vector<uint64_t> out;
+  std::vector<uint64_t> table; // what the kernel left in the table
   float ms = 0;
   std::string log;
   std::string error;
@@ -256,7 +284,9 @@ Outcome run(const std::string& ptx, const std::vector<uint64_t>& in, uint32_t n,
   setenv("HONE_EMU_EXEC", path, 1);
   CUmodule m = nullptr;
   CUfunction fn = nullptr;
-  CUdeviceptr din = 0, dout = 0;
+  CUdeviceptr din = 0, dout = 0, dtable = 0;
+  std::vector<uint64_t> table(72);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = mix(i + 977) >> (i % 3 == 0 ? 40 : 0);
   CUevent start = nullptr, end = nullptr;
   auto fail = [&](const char* what, CUresult res) {
     const char* name = nullptr;
@@ -268,13 +298,15 @@ Outcome run(const std::string& ptx, const std::vector<uint64_t>& in, uint32_t n,
   if (!res && (res = cuModuleGetFunction(&fn, m, "k"))) fail("cuModuleGetFunction", res);
   if (!res && (res = cuMemAlloc(&din, in.size() * 8))) fail("cuMemAlloc", res);
   if (!res && (res = cuMemAlloc(&dout, size_t(n) * 16))) fail("cuMemAlloc", res);
+  if (!res && (res = cuMemAlloc(&dtable, table.size() * 8))) fail("cuMemAlloc", res);
+  if (!res) res = cuMemcpyHtoD(dtable, table.data(), table.size() * 8);
   if (!res) res = cuMemcpyHtoD(din, in.data(), in.size() * 8);
   if (!res) res = cuMemsetD8(dout, 0xcc, size_t(n) * 16);
   if (!res) res = cuEventCreate(&start, CU_EVENT_DEFAULT);
   if (!res) res = cuEventCreate(&end, CU_EVENT_DEFAULT);
   if (!res) {
     uint32_t count = n;
-    void* params[] = {&dout, &din, &count};
+    void* params[] = {&dout, &din, &count, &dtable};
     cuEventRecord(start, nullptr);
     res = cuLaunchKernel(fn, (n + 127) / 128, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr);
     if (res) fail("cuLaunchKernel", res);
@@ -285,7 +317,10 @@ Outcome run(const std::string& ptx, const std::vector<uint64_t>& in, uint32_t n,
   if (!res) {
     r.out.resize(size_t(n) * 2);
     cuMemcpyDtoH(r.out.data(), dout, r.out.size() * 8);
+    r.table.resize(table.size());
+    cuMemcpyDtoH(r.table.data(), dtable, r.table.size() * 8);
   }
+  if (dtable) cuMemFree(dtable);
   if (start) cuEventDestroy(start);
   if (end) cuEventDestroy(end);
   if (din) cuMemFree(din);
@@ -299,7 +334,7 @@ Outcome run(const std::string& ptx, const std::vector<uint64_t>& in, uint32_t n,
 class JitForms : public testing::TestWithParam<Form> {};
 
 TEST_P(JitForms, CompiledCodeComputesWhatTheInterpreterDoes) {
-  ASSERT_TRUE(k_debug_log);
+  ASSERT_TRUE(k_debug_log && k_one_thread);
   ASSERT_EQ(use_context(), CUDA_SUCCESS);
   const Form& f = GetParam();
   // a partial last block, and a partial last warp but for warp-synchronous forms, whose full
@@ -328,6 +363,8 @@ TEST_P(JitForms, CompiledCodeComputesWhatTheInterpreterDoes) {
         ++shown;
       }
     }
+    EXPECT_EQ(compiled.table, interp.table) << f.name << (predicated ? " (predicated)" : "")
+                                            << ": the memory the form wrote differs";
     EXPECT_EQ(std::bit_cast<uint32_t>(compiled.ms), std::bit_cast<uint32_t>(interp.ms))
         << "modeled times differ: " << compiled.ms << " vs " << interp.ms << " ms";
   }
@@ -444,6 +481,23 @@ const Form k_forms[] = {
     {"cvt_rni_u16_f32", "cvt.rni.u16.f32 {d}, {a}", K::b16, K::f32, K::pred, K::pred, 1},
     {"cvt_rni_f32_f32", "cvt.rni.f32.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
     {"cvt_rzi_f64_f64", "cvt.rzi.f64.f64 {d}, {a}", K::f64, K::f64, K::pred, K::pred, 1},
+    // memory: atomics where lanes meet at the same words, local memory
+    {"atom_global_add_u32", "atom.global.add.u32 {d}, [{p}], {b}", K::b32, K::b32, K::b32, K::pred, 2},
+    {"atom_global_cas_b32", "atom.global.cas.b32 {d}, [{p}], {b}, {c}", K::b32, K::b32, K::lane, K::lane, 3},
+    {"atom_global_inc_u32", "atom.global.inc.u32 {d}, [{p}], {b}", K::b32, K::b32, K::lane, K::pred, 2},
+    {"atom_global_dec_u32", "atom.global.dec.u32 {d}, [{p}], {b}", K::b32, K::b32, K::lane, K::pred, 2},
+    {"atom_global_max_s32", "atom.global.max.s32 {d}, [{p}], {b}", K::s32, K::b32, K::s32, K::pred, 2},
+    {"atom_global_min_u64", "atom.global.min.u64 {d}, [{p}], {b}", K::b64, K::b64, K::b64, K::pred, 2},
+    {"atom_global_exch_b64", "atom.global.exch.b64 {d}, [{p}], {b}", K::b64, K::b64, K::b64, K::pred, 2},
+    {"red_global_add_u64", "red.global.add.u64 [{p}], {b}", K::b64, K::b64, K::b64, K::pred, 2},
+    {"atom_shared_add_u32", "atom.shared.add.u32 {d}, [{s}], {b}", K::b32, K::b32, K::b32, K::pred, 2},
+    {"atom_shared_or_b64", "atom.shared.or.b64 {d}, [{s}], {b}", K::b64, K::b64, K::b64, K::pred, 2},
+    {"atom_generic_xor_b32", "atom.xor.b32 {d}, [{p}], {b}", K::b32, K::b32, K::b32, K::pred, 2},
+    {"local_store_load", "st.local.u32 [{l}], {b}\nld.local.u32 {d}, [{l}+4]", K::b32, K::b32, K::b32, K::pred, 2},
+    {"local_v2", "st.local.v2.u32 [{l}], {{b}, {b}}\nld.local.v2.u32 {{d}, %r6}, [{l}]", K::b32, K::b32, K::b32, K::pred, 2},
+    {"generic_local", "cvta.local.u64 %rd14, {l}\nst.u64 [%rd14], {b}\nld.u64 {d}, [%rd14]", K::b64, K::b64, K::b64, K::pred, 2},
+    {"generic_shared", "cvta.shared.u64 %rd14, {s}\nst.u16 [%rd14], {b}\nld.u16 {d}, [%rd14+2]", K::b16, K::b64, K::b16, K::pred, 2},
+    {"shared_store_load", "st.shared.b64 [{s}], {b}\nld.shared.b64 {d}, [{s}]", K::b64, K::b64, K::b64, K::pred, 2},
     // warp-level (converged warps; every lane's operands differ)
     {"shfl_bfly", "shfl.sync.bfly.b32 {d}|{q}, {a}, {b}, 0x1f, 0xffffffff", K::b32, K::b32, K::lane, K::pred, 2, true, true},
     {"shfl_down", "shfl.sync.down.b32 {d}|{q}, {a}, {b}, 0x1f, 0xffffffff", K::b32, K::b32, K::lane, K::pred, 2, true, true},
