@@ -156,6 +156,9 @@ struct CompiledKernel {
   std::vector<uint32_t> param_sizes;
   // Registers a block starts at zero (exec_defined.hpp); the rest are written before any read.
   std::vector<uint32_t> zeroed_slots;
+  // Its code holds the addresses of module variables (.global, .const), which differ from one
+  // load of the module to the next.
+  bool uses_module_addresses = false;
   std::string unsupported; // why this kernel cannot run here; empty when it can
   uint32_t ptx_version = 0;
   uint32_t declared_registers = 0;

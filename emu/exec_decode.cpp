@@ -238,6 +238,7 @@ private:
     }
     // Module variables.
     if (auto it = m_globals.find(name); it != m_globals.end()) {
+      m_k.uses_module_addresses = true;
       static thread_local Symbol g;
       g = Symbol{Symbol::Kind::global_var, k_no_slot, 8, 0, it->second};
       return &g;

@@ -1,5 +1,6 @@
 #include "emu/exec_jit.hpp"
 
+#include "emu/kernel_registers.hpp"
 #include "emu/log.hpp"
 
 #include <chrono>
@@ -99,7 +100,9 @@ const jit::Code* KernelCode::compiled(const CompiledKernel& kernel) {
     if (!m_api) return;
     std::string error;
     const auto start = std::chrono::steady_clock::now();
-    m_code = m_api->compile(kernel, error);
+    // a kernel holding module variables' addresses compiles to other code in every process:
+    // keeping it would only fill the cache
+    m_code = m_api->compile(kernel, kernel.uses_module_addresses ? std::string() : cache_dir(), error);
     if (!m_code) {
       log(LogLevel::warn, "kernel " + kernel.name + ": cannot compile it (" + error +
                               "); it is interpreted");
@@ -110,7 +113,9 @@ const jit::Code* KernelCode::compiled(const CompiledKernel& kernel) {
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.1f", ms);
-      log(LogLevel::debug, "kernel " + kernel.name + ": compiled in " + buf + " ms, " +
+      log(LogLevel::debug, "kernel " + kernel.name + ": " +
+                               (m_code->from_cache ? "loaded compiled code in " : "compiled in ") +
+                               buf + " ms, " +
                                std::to_string(m_code->inline_forms) + " of " +
                                std::to_string(m_code->instructions) +
                                " instructions as lane operations, " +

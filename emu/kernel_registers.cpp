@@ -64,6 +64,8 @@ void parse(const std::string& report, ModuleRegisters& out) {
 
 constexpr std::string_view k_cache_magic = "hone-emu ptxas report v1\n";
 
+} // namespace
+
 std::string cache_dir() {
   if (const char* e = std::getenv("HONE_EMU_CACHE_DIR"); e && *e)
     return std::string_view(e) == "off" ? std::string() : std::string(e);
@@ -76,6 +78,8 @@ std::string cache_dir() {
   if (!home || !*home) return {};
   return std::string(home) + "/.cache/hone-emu";
 }
+
+namespace {
 
 // The cache file for this run, or "" when there is no usable cache.
 std::string cache_file(const std::string& ptxas, const std::vector<std::string>& args,

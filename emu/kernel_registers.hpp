@@ -27,6 +27,11 @@ struct ModuleRegisters {
 // keyed by the ptxas binary, its arguments and the PTX, so a module is compiled once per machine.
 ModuleRegisters kernel_registers(std::string_view ptx, const CompileOptions& options = {});
 
+// Where the emulated device keeps what it computes once per machine (ptxas reports, compiled
+// kernels): HONE_EMU_CACHE_DIR, else $XDG_CACHE_HOME/hone-emu, else ~/.cache/hone-emu; "" when
+// HONE_EMU_CACHE_DIR=off or there is no home.
+std::string cache_dir();
+
 // Registers assumed for a kernel ptxas gave no count for.
 constexpr uint32_t k_fallback_registers = 32;
 

@@ -18,7 +18,7 @@ struct CompiledKernel;
 namespace hone::emu::jit {
 
 // Bumped whenever Frame, Helpers or Api change: the runner refuses a library of another version.
-constexpr uint32_t k_abi_version = 5;
+constexpr uint32_t k_abi_version = 6;
 
 // Uniform special registers, the same in every lane of a block (Frame::uniform).
 enum Uniform : uint32_t {
@@ -107,15 +107,18 @@ struct Code {
   uint32_t instructions = 0;      // k.code.size()
   uint32_t inline_forms = 0;      // instructions written as lane operations
   uint32_t helper_forms = 0;      // instructions left to Helpers::execute
+  bool from_cache = false;        // loaded from the cache directory, not compiled now
 };
 
 // What libhone-emu-jit.so exports, as `hone_emu_jit_api(k_abi_version)` (nullptr for another
 // version).
 struct Api {
   uint32_t abi_version = k_abi_version;
-  // Compiles `kernel`; nullptr with `error` set when it cannot. The code stays valid until
-  // release().
-  const Code* (*compile)(const CompiledKernel& kernel, std::string& error) = nullptr;
+  // Compiles `kernel`, or loads its code from `cache_dir` (none when empty), where a compile
+  // also leaves it; nullptr with `error` set when it cannot. The code stays valid until
+  // release(); the same kernel compiled again in the process shares it.
+  const Code* (*compile)(const CompiledKernel& kernel, const std::string& cache_dir,
+                         std::string& error) = nullptr;
   void (*release)(const Code* code) = nullptr;
 };
 

@@ -25,11 +25,7 @@ void Gen::count(const Insn& in, llvm::Value* exec) {
 
 llvm::Value* Gen::issue_time(const Deps& d) {
   llvm::Value* t = get(l_seq);
-  for (uint32_t r : d.read) {
-    auto* l = B.CreateLoad(i64, ready_ptr(r));
-    tag(l, m_tbaa_ready);
-    t = umax(t, l);
-  }
+  for (uint32_t r : d.read) t = umax(t, load_ready(r));
   return t;
 }
 
@@ -39,12 +35,7 @@ void Gen::retire(const Insn& in, const Deps& d, llvm::Value* t, llvm::Value* non
   set(l_region_end, umax(get(l_region_end), B.CreateAdd(t, B.getInt64(1))));
   llvm::Value* done = B.CreateAdd(t, latency);
   set(l_horizon, B.CreateSelect(nonzero, umax(get(l_horizon), done), get(l_horizon)));
-  for (uint32_t w : d.write) {
-    auto* old = B.CreateLoad(i64, ready_ptr(w));
-    tag(old, m_tbaa_ready);
-    auto* s = B.CreateStore(B.CreateSelect(nonzero, done, old), ready_ptr(w));
-    tag(s, m_tbaa_ready);
-  }
+  for (uint32_t w : d.write) store_ready(w, B.CreateSelect(nonzero, done, load_ready(w)));
   if (in.op == XOp::bra || in.op == XOp::exit) {
     llvm::Value* start = umax(get(l_region_end), get(l_seq));
     set(l_seq, start);
@@ -177,6 +168,7 @@ void Gen::emit_instruction(uint32_t pc) {
   llvm::BasicBlock* called = B.GetInsertBlock();
   B.CreateBr(join_bb);
   B.SetInsertPoint(join_bb);
+  forget_destinations(in); // the helper wrote them in memory
   llvm::PHINode* latency = B.CreatePHI(i64, 2);
   latency->addIncoming(B.getInt64(0), from);
   latency->addIncoming(lat, called);
@@ -320,6 +312,7 @@ Generated Gen::run() {
     if (m_leader[pc]) {
       if (open) B.CreateBr(m_block[pc]);
       B.SetInsertPoint(m_block[pc]);
+      forget_all(); // reached from several places
       open = true;
       if (!m_length[pc]) {
         exit_at(pc);

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace hone::emu::jit {
@@ -138,6 +139,32 @@ private:
   llvm::Value* load_reg(uint32_t slot);
   void store_reg(uint32_t slot, llvm::Value* v, llvm::Value* mask);
   llvm::Value* ready_ptr(uint32_t slot);
+  llvm::Value* load_ready(uint32_t slot);
+  void store_ready(uint32_t slot, llvm::Value* v);
+  // What this straight-line stretch of code already holds in SSA values: registers' lanes and
+  // ready cycles as last loaded or stored (stores still reach memory at once: helpers and exits
+  // read it). Valid while the builder's block is dominated by where they were made: forgotten at
+  // every leader, and for an instruction's destinations after paths that write them merge.
+  std::unordered_map<uint32_t, llvm::Value*> m_known_regs;
+  std::unordered_map<uint32_t, llvm::Value*> m_known_ready;
+  void forget_all() {
+    m_known_regs.clear();
+    m_known_ready.clear();
+  }
+  // At a branch into paths that merge again: each path starts from what the branch point knew.
+  struct Known {
+    std::unordered_map<uint32_t, llvm::Value*> regs, ready;
+  };
+  Known known() const { return {m_known_regs, m_known_ready}; }
+  void restore(const Known& k) {
+    m_known_regs = k.regs;
+    m_known_ready = k.ready;
+  }
+  void forget_destinations(const Insn& in) {
+    for (const Src& d : in.dst)
+      if (d.kind == Src::Kind::reg) m_known_regs.erase(d.slot);
+    if (k.carry_slot != k_no_slot) m_known_regs.erase(k.carry_slot);
+  }
   llvm::Value* get(llvm::AllocaInst* a) { return B.CreateLoad(a->getAllocatedType(), a); }
   void set(llvm::AllocaInst* a, llvm::Value* v) { B.CreateStore(v, a); }
   void add(llvm::AllocaInst* a, llvm::Value* v) { set(a, B.CreateAdd(get(a), v)); }

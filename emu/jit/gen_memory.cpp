@@ -23,15 +23,27 @@ bool Gen::memory_form(const Insn& in) const {
 // exec_atomic()'s integer forms (its CAS loop of atomic_apply, lane by lane).
 bool Gen::atomic_form(const Insn& in) const {
   switch (in.type) {
-  case PType::b32: case PType::u32: case PType::s32:
-  case PType::b64: case PType::u64: case PType::s64:
+  case PType::b32:
+  case PType::u32:
+  case PType::s32:
+  case PType::b64:
+  case PType::u64:
+  case PType::s64:
     break;
   default:
     return false; // floats and packed halves: the helper's
   }
   switch (in.mode) {
-  case k_atom_add: case k_atom_min: case k_atom_max: case k_atom_inc: case k_atom_dec:
-  case k_atom_and: case k_atom_or: case k_atom_xor: case k_atom_exch: case k_atom_cas:
+  case k_atom_add:
+  case k_atom_min:
+  case k_atom_max:
+  case k_atom_inc:
+  case k_atom_dec:
+  case k_atom_and:
+  case k_atom_or:
+  case k_atom_xor:
+  case k_atom_exch:
+  case k_atom_cas:
     return true;
   default:
     return false;
@@ -67,16 +79,30 @@ void Gen::emit_atomic(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm
     return B.CreateAtomicRMW(op, p, al, llvm::MaybeAlign(t.width / 8), ordering);
   };
   switch (in.mode) {
-  case k_atom_add: old = rmw(Op::Add); break;
-  case k_atom_and: old = rmw(Op::And); break;
-  case k_atom_or: old = rmw(Op::Or); break;
-  case k_atom_xor: old = rmw(Op::Xor); break;
-  case k_atom_exch: old = rmw(Op::Xchg); break;
-  case k_atom_min: old = rmw(t.is_signed ? Op::Min : Op::UMin); break;
-  case k_atom_max: old = rmw(t.is_signed ? Op::Max : Op::UMax); break;
+  case k_atom_add:
+    old = rmw(Op::Add);
+    break;
+  case k_atom_and:
+    old = rmw(Op::And);
+    break;
+  case k_atom_or:
+    old = rmw(Op::Or);
+    break;
+  case k_atom_xor:
+    old = rmw(Op::Xor);
+    break;
+  case k_atom_exch:
+    old = rmw(Op::Xchg);
+    break;
+  case k_atom_min:
+    old = rmw(t.is_signed ? Op::Min : Op::UMin);
+    break;
+  case k_atom_max:
+    old = rmw(t.is_signed ? Op::Max : Op::UMax);
+    break;
   case k_atom_cas: {
-    auto* x = B.CreateAtomicCmpXchg(p, al, B.CreateExtractElement(b, l), llvm::MaybeAlign(t.width / 8),
-                                    ordering, ordering);
+    auto* x = B.CreateAtomicCmpXchg(p, al, B.CreateExtractElement(b, l),
+                                    llvm::MaybeAlign(t.width / 8), ordering, ordering);
     old = B.CreateExtractValue(x, 0);
     break;
   }
@@ -98,10 +124,12 @@ void Gen::emit_atomic(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm
       next = B.CreateSelect(B.CreateICmpUGE(cur, al), llvm::ConstantInt::get(et, 0),
                             B.CreateAdd(cur, llvm::ConstantInt::get(et, 1)));
     } else {
-      llvm::Value* wrap = B.CreateOr(B.CreateICmpEQ(cur, llvm::ConstantInt::get(et, 0)), B.CreateICmpUGT(cur, al));
+      llvm::Value* wrap =
+          B.CreateOr(B.CreateICmpEQ(cur, llvm::ConstantInt::get(et, 0)), B.CreateICmpUGT(cur, al));
       next = B.CreateSelect(wrap, al, B.CreateSub(cur, llvm::ConstantInt::get(et, 1)));
     }
-    auto* x = B.CreateAtomicCmpXchg(p, cur, next, llvm::MaybeAlign(t.width / 8), ordering, ordering);
+    auto* x =
+        B.CreateAtomicCmpXchg(p, cur, next, llvm::MaybeAlign(t.width / 8), ordering, ordering);
     cur->addIncoming(B.CreateExtractValue(x, 0), retry);
     B.CreateCondBr(B.CreateExtractValue(x, 1), swapped, retry);
     B.SetInsertPoint(swapped);
@@ -135,7 +163,8 @@ void Gen::emit_access(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm
   std::vector<llvm::Constant*> steps;
   for (uint32_t l = 0; l < k_lanes; ++l) steps.push_back(llvm::ConstantInt::get(i64, l * total));
   llvm::Value* base0 = B.CreateExtractElement(host, uint64_t(0));
-  llvm::Value* expect = B.CreateAdd(B.CreateVectorSplat(k_lanes, base0), llvm::ConstantVector::get(steps));
+  llvm::Value* expect =
+      B.CreateAdd(B.CreateVectorSplat(k_lanes, base0), llvm::ConstantVector::get(steps));
   llvm::Value* consecutive = B.CreateAnd(
       B.CreateICmpEQ(exec, B.getInt32(~0u)),
       B.CreateUnaryIntrinsic(llvm::Intrinsic::vector_reduce_and, B.CreateICmpEQ(host, expect)));
@@ -143,6 +172,7 @@ void Gen::emit_access(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm
   auto* lanes_bb = llvm::BasicBlock::Create(C, "", F);
   auto* done_bb = llvm::BasicBlock::Create(C, "", F);
   B.CreateCondBr(consecutive, wide_bb, lanes_bb);
+  const Known branch = known();
 
   // lane l's element e is element l * vec + e of one wide access
   B.SetInsertPoint(wide_bb);
@@ -154,7 +184,8 @@ void Gen::emit_access(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm
       std::vector<int> concat(2 * k_lanes);
       for (uint32_t i = 0; i < 2 * k_lanes; ++i) concat[i] = int(i);
       std::vector<llvm::Value*> halves;
-      for (uint32_t e = 0; e < vec_n; e += 2) halves.push_back(B.CreateShuffleVector(values[e], values[e + 1], concat));
+      for (uint32_t e = 0; e < vec_n; e += 2)
+        halves.push_back(B.CreateShuffleVector(values[e], values[e + 1], concat));
       llvm::Value* all = halves[0];
       if (vec_n == 4) {
         std::vector<int> concat4(4 * k_lanes);
@@ -185,6 +216,7 @@ void Gen::emit_access(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm
   B.CreateBr(done_bb);
 
   B.SetInsertPoint(lanes_bb);
+  restore(branch);
   for (uint32_t e = 0; e < vec_n; ++e) {
     llvm::Value* ptrs = B.CreateIntToPtr(e ? B.CreateAdd(host, splat(e * esize)) : host, pt);
     if (store) {
@@ -200,6 +232,8 @@ void Gen::emit_access(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm
   }
   B.CreateBr(done_bb);
   B.SetInsertPoint(done_bb);
+  restore(branch);
+  forget_destinations(in); // written on both paths
 }
 
 // The lanes of `exec` whose `v` differs from that of the lane before them (or whose lane before
@@ -223,14 +257,21 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
   const uint32_t esize = ptx::type_size(in.type);
   const uint64_t total = uint64_t(esize) * (atomic ? 1 : in.vec);
   const bool writes = in.op != XOp::ld;
+  // the paths this instruction's state space can take (the rest would be dead code to compile)
+  const AddrSpace space = in.addr.space;
+  const bool generic = space == AddrSpace::generic;
+  const bool may_global = generic || space == AddrSpace::global;
+  const bool may_shared = generic || space == AddrSpace::shared;
+  const bool may_local = !atomic && (generic || space == AddrSpace::local);
   auto* check_bb = llvm::BasicBlock::Create(C, "", F);
-  auto* global_check_bb = llvm::BasicBlock::Create(C, "", F);
-  auto* global_bb = llvm::BasicBlock::Create(C, "", F);
-  auto* shared_bb = llvm::BasicBlock::Create(C, "", F);
-  auto* local_bb = llvm::BasicBlock::Create(C, "", F);
+  auto* global_check_bb = may_global ? llvm::BasicBlock::Create(C, "", F) : nullptr;
+  auto* global_bb = may_global ? llvm::BasicBlock::Create(C, "", F) : nullptr;
+  auto* shared_bb = may_shared ? llvm::BasicBlock::Create(C, "", F) : nullptr;
+  auto* local_bb = may_local ? llvm::BasicBlock::Create(C, "", F) : nullptr;
   auto* slow_bb = llvm::BasicBlock::Create(C, "", F);
   auto* join_bb = llvm::BasicBlock::Create(C, "", F);
   llvm::BasicBlock* from = B.GetInsertBlock();
+  const Known before = known(); // what the join knows: it is also reached with no lane running
   B.CreateCondBr(B.CreateICmpNE(exec, B.getInt32(0)), check_bb, join_bb);
 
   B.SetInsertPoint(check_bb);
@@ -249,9 +290,11 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
   }
   // [lo, hi + total) inside `size` bytes
   auto inside = [&](llvm::Value* h, llvm::Value* size) {
-    return B.CreateAnd(B.CreateICmpULE(h, size), B.CreateICmpUGE(B.CreateSub(size, h), B.getInt64(total)));
+    return B.CreateAnd(B.CreateICmpULE(h, size),
+                       B.CreateICmpUGE(B.CreateSub(size, h), B.getInt64(total)));
   };
   llvm::Value* local_size = B.getInt64(k.local_bytes);
+  const Known branch = known(); // every path starts from what the check knew
   llvm::Value* window_offset = addr; // the lanes' offsets in their window (shared or local)
   const uint64_t window = ~(k_window_size - 1);
   auto in_window = [&](uint64_t base) {
@@ -270,14 +313,20 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
     // memory; else global memory, or the helper
     llvm::Value* shi = B.CreateSub(hi, B.getInt64(k_shared_window));
     llvm::Value* lhi = B.CreateSub(hi, B.getInt64(k_local_window));
-    llvm::Value* is_shared = B.CreateAnd(B.CreateAnd(aligned, in_window(k_shared_window)), inside(shi, shared_size));
-    llvm::Value* is_local = B.CreateAnd(B.CreateAnd(aligned, in_window(k_local_window)), inside(lhi, local_size));
-    if (atomic) is_local = B.getFalse();
+    (void)lhi;
+    llvm::Value* is_shared =
+        B.CreateAnd(B.CreateAnd(aligned, in_window(k_shared_window)), inside(shi, shared_size));
     window_offset = B.CreateAnd(addr, splat(k_window_size - 1));
     auto* not_shared = llvm::BasicBlock::Create(C, "", F);
     B.CreateCondBr(is_shared, shared_bb, not_shared);
     B.SetInsertPoint(not_shared);
-    B.CreateCondBr(is_local, local_bb, global_check_bb);
+    if (may_local) {
+      llvm::Value* is_local =
+          B.CreateAnd(B.CreateAnd(aligned, in_window(k_local_window)), inside(lhi, local_size));
+      B.CreateCondBr(is_local, local_bb, global_check_bb);
+    } else {
+      B.CreateBr(global_check_bb);
+    }
     break;
   }
   default:
@@ -285,103 +334,125 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
     break;
   }
 
-  // global: inside the cached allocation (addresses in a window lie above every allocation)
-  B.SetInsertPoint(global_check_bb);
-  llvm::Value* entry = B.CreateConstInBoundsGEP1_64(i8, memory_cache, uint64_t(pc) * sizeof(MemoryCache));
-  auto entry_field = [&](size_t offset) {
-    auto* l = B.CreateLoad(i64, B.CreateBitCast(B.CreateConstInBoundsGEP1_64(i8, entry, offset),
-                                                i64->getPointerTo()));
-    tag(l, m_tbaa_frame);
-    return l;
-  };
-  llvm::Value* base = entry_field(offsetof(MemoryCache, base));
-  llvm::Value* end = entry_field(offsetof(MemoryCache, end));
-  llvm::Value* ok = B.CreateAnd(aligned, B.CreateICmpUGE(lo, base));
-  ok = B.CreateAnd(ok, B.CreateICmpULT(hi, end));
-  ok = B.CreateAnd(ok, B.CreateICmpUGE(B.CreateSub(end, hi), B.getInt64(total)));
-  if (writes) ok = B.CreateAnd(ok, B.CreateICmpNE(entry_field(offsetof(MemoryCache, writable)), B.getInt64(0)));
-  B.CreateCondBr(ok, global_bb, slow_bb);
-
   llvm::FunctionType* account_type = helper_type; // (Frame*, pc, count, issue_at) -> latency
   auto access = [&](llvm::Value* host) {
-    if (atomic) emit_atomic(in, host, exec, mask);
-    else emit_access(in, host, exec, mask);
+    if (atomic)
+      emit_atomic(in, host, exec, mask);
+    else
+      emit_access(in, host, exec, mask);
   };
+  std::vector<std::pair<llvm::Value*, llvm::BasicBlock*>> latencies; // per path to the join
+  latencies.push_back({B.getInt64(0), from});
 
-  B.SetInsertPoint(global_bb);
-  llvm::Value* scratch = load_field(offsetof(Frame, sectors), i8->getPointerTo());
-  access(addr);
-  llvm::Value* count;
-  {
-    // the sectors of the lanes; flush_memory() only counts their set, so a lane that repeats the
-    // lane before it is left out
-    llvm::Value* sectors = B.CreateLShr(addr, splat(5));
-    llvm::Value* keep = first_of_runs(sectors, exec);
-    count = B.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, keep);
-    llvm::Function* compress =
-        llvm::Intrinsic::getDeclaration(M.get(), llvm::Intrinsic::masked_compressstore, {v64});
-    auto* c = B.CreateCall(compress, {sectors, B.CreateBitCast(scratch, i64->getPointerTo()),
-                                      mask_of(keep)});
-    tag(c, m_tbaa_frame);
-  }
-  llvm::Value* lat_global = B.CreateCall(account_type, account_global, {frame, B.getInt32(pc), count, t});
-  llvm::BasicBlock* global_end = B.GetInsertBlock();
-  B.CreateBr(join_bb);
+  if (may_global) {
+    // global: inside the cached allocation (addresses in a window lie above every allocation)
+    B.SetInsertPoint(global_check_bb);
+  restore(branch);
+    llvm::Value* entry =
+        B.CreateConstInBoundsGEP1_64(i8, memory_cache, uint64_t(pc) * sizeof(MemoryCache));
+    auto entry_field = [&](size_t offset) {
+      auto* l = B.CreateLoad(i64, B.CreateBitCast(B.CreateConstInBoundsGEP1_64(i8, entry, offset),
+                                                  i64->getPointerTo()));
+      tag(l, m_tbaa_frame);
+      return l;
+    };
+    llvm::Value* base = entry_field(offsetof(MemoryCache, base));
+    llvm::Value* end = entry_field(offsetof(MemoryCache, end));
+    llvm::Value* ok = B.CreateAnd(aligned, B.CreateICmpUGE(lo, base));
+    ok = B.CreateAnd(ok, B.CreateICmpULT(hi, end));
+    ok = B.CreateAnd(ok, B.CreateICmpUGE(B.CreateSub(end, hi), B.getInt64(total)));
+    if (writes)
+      ok = B.CreateAnd(ok,
+                       B.CreateICmpNE(entry_field(offsetof(MemoryCache, writable)), B.getInt64(0)));
+    B.CreateCondBr(ok, global_bb, slow_bb);
 
-  B.SetInsertPoint(shared_bb);
-  {
-    scratch = load_field(offsetof(Frame, words), i8->getPointerTo());
-    access(B.CreateAdd(window_offset, B.CreateVectorSplat(k_lanes, shared_base)));
-    // the 4-byte words each lane touched: one for accesses of up to 4 bytes, else total / 4
-    // (flush_memory() only counts their set: a lane repeating the word before it is left out)
-    const uint32_t words = total >= 4 ? uint32_t(total / 4) : 1;
-    llvm::Function* compress =
-        llvm::Intrinsic::getDeclaration(M.get(), llvm::Intrinsic::masked_compressstore, {v32});
-    llvm::Value* first_word = B.CreateTrunc(B.CreateLShr(window_offset, splat(2)), v32);
-    llvm::Value* keep = words == 1 ? first_of_runs(first_word, exec) : exec;
-    llvm::Value* keep_mask = mask_of(keep);
-    llvm::Value* n = B.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, keep);
-    llvm::Value* out = B.CreateBitCast(scratch, i32->getPointerTo());
-    for (uint32_t j = 0; j < words; ++j) {
-      llvm::Value* w = j ? B.CreateAdd(first_word, splat32(j)) : first_word;
-      auto* c = B.CreateCall(compress, {w, B.CreateGEP(i32, out, B.CreateMul(n, B.getInt32(j))), keep_mask});
+    B.SetInsertPoint(global_bb);
+    llvm::Value* scratch = load_field(offsetof(Frame, sectors), i8->getPointerTo());
+    access(addr);
+    {
+      llvm::Value* count;
+      // the sectors of the lanes; flush_memory() only counts their set, so a lane that repeats the
+      // lane before it is left out
+      llvm::Value* sectors = B.CreateLShr(addr, splat(5));
+      llvm::Value* keep = first_of_runs(sectors, exec);
+      count = B.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, keep);
+      llvm::Function* compress =
+          llvm::Intrinsic::getDeclaration(M.get(), llvm::Intrinsic::masked_compressstore, {v64});
+      auto* c = B.CreateCall(
+          compress, {sectors, B.CreateBitCast(scratch, i64->getPointerTo()), mask_of(keep)});
       tag(c, m_tbaa_frame);
+      latencies.push_back(
+          {B.CreateCall(account_type, account_global, {frame, B.getInt32(pc), count, t}),
+           B.GetInsertBlock()});
     }
-    count = B.CreateMul(n, B.getInt32(words));
+    B.CreateBr(join_bb);
   }
-  llvm::Value* lat_shared = B.CreateCall(account_type, account_shared, {frame, B.getInt32(pc), count, t});
-  llvm::BasicBlock* shared_end = B.GetInsertBlock();
-  B.CreateBr(join_bb);
+
+  if (may_shared) {
+    B.SetInsertPoint(shared_bb);
+  restore(branch);
+    {
+      llvm::Value* count;
+      llvm::Value* scratch = load_field(offsetof(Frame, words), i8->getPointerTo());
+      access(B.CreateAdd(window_offset, B.CreateVectorSplat(k_lanes, shared_base)));
+      // the 4-byte words each lane touched: one for accesses of up to 4 bytes, else total / 4
+      // (flush_memory() only counts their set: a lane repeating the word before it is left out)
+      const uint32_t words = total >= 4 ? uint32_t(total / 4) : 1;
+      llvm::Function* compress =
+          llvm::Intrinsic::getDeclaration(M.get(), llvm::Intrinsic::masked_compressstore, {v32});
+      llvm::Value* first_word = B.CreateTrunc(B.CreateLShr(window_offset, splat(2)), v32);
+      llvm::Value* keep = words == 1 ? first_of_runs(first_word, exec) : exec;
+      llvm::Value* keep_mask = mask_of(keep);
+      llvm::Value* n = B.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, keep);
+      llvm::Value* out = B.CreateBitCast(scratch, i32->getPointerTo());
+      for (uint32_t j = 0; j < words; ++j) {
+        llvm::Value* w = j ? B.CreateAdd(first_word, splat32(j)) : first_word;
+        auto* c = B.CreateCall(
+            compress, {w, B.CreateGEP(i32, out, B.CreateMul(n, B.getInt32(j))), keep_mask});
+        tag(c, m_tbaa_frame);
+      }
+      count = B.CreateMul(n, B.getInt32(words));
+      latencies.push_back(
+          {B.CreateCall(account_type, account_shared, {frame, B.getInt32(pc), count, t}),
+           B.GetInsertBlock()});
+    }
+    B.CreateBr(join_bb);
+  }
 
   // local: lane l's frame starts (warp * 32 + l) * local_bytes into the block's frames
-  B.SetInsertPoint(local_bb);
-  llvm::Value* lat_local = B.getInt64(0);
-  if (!atomic) {
-    llvm::Value* frames = B.CreatePtrToInt(load_field(offsetof(Frame, local), i8->getPointerTo()), i64);
-    llvm::Value* thread = B.CreateAdd(B.CreateVectorSplat(k_lanes, B.CreateZExt(B.CreateMul(widx, B.getInt32(k_lanes)), i64)),
-                                      B.CreateZExt(lane_ids(), v64));
-    llvm::Value* host = B.CreateAdd(B.CreateAdd(B.CreateVectorSplat(k_lanes, frames),
-                                                B.CreateMul(thread, splat(k.local_bytes))),
-                                    window_offset);
-    access(host);
-    llvm::Value* bytes = B.CreateMul(B.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, exec), B.getInt32(uint32_t(total)));
-    lat_local = B.CreateCall(account_type, account_local, {frame, B.getInt32(pc), bytes, t});
+  if (may_local) {
+    B.SetInsertPoint(local_bb);
+  restore(branch);
+    {
+      llvm::Value* frames =
+          B.CreatePtrToInt(load_field(offsetof(Frame, local), i8->getPointerTo()), i64);
+      llvm::Value* thread = B.CreateAdd(
+          B.CreateVectorSplat(k_lanes, B.CreateZExt(B.CreateMul(widx, B.getInt32(k_lanes)), i64)),
+          B.CreateZExt(lane_ids(), v64));
+      llvm::Value* host = B.CreateAdd(B.CreateAdd(B.CreateVectorSplat(k_lanes, frames),
+                                                  B.CreateMul(thread, splat(k.local_bytes))),
+                                      window_offset);
+      access(host);
+      llvm::Value* bytes = B.CreateMul(B.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, exec),
+                                       B.getInt32(uint32_t(total)));
+      latencies.push_back(
+          {B.CreateCall(account_type, account_local, {frame, B.getInt32(pc), bytes, t}),
+           B.GetInsertBlock()});
+    }
+    B.CreateBr(join_bb);
   }
-  llvm::BasicBlock* local_end = B.GetInsertBlock();
-  B.CreateBr(join_bb);
 
   B.SetInsertPoint(slow_bb);
-  llvm::Value* lat_slow = call_helper(pc, exec, t);
-  llvm::BasicBlock* slow_end = B.GetInsertBlock();
+  restore(branch);
+  latencies.push_back({call_helper(pc, exec, t), nullptr});
+  latencies.back().second = B.GetInsertBlock();
   B.CreateBr(join_bb);
 
   B.SetInsertPoint(join_bb);
-  llvm::PHINode* latency = B.CreatePHI(i64, 5);
-  latency->addIncoming(B.getInt64(0), from);
-  latency->addIncoming(lat_global, global_end);
-  latency->addIncoming(lat_shared, shared_end);
-  latency->addIncoming(lat_local, local_end);
-  latency->addIncoming(lat_slow, slow_end);
+  restore(before);
+  forget_destinations(in); // written on each path
+  llvm::PHINode* latency = B.CreatePHI(i64, unsigned(latencies.size()));
+  for (auto [value, block] : latencies) latency->addIncoming(value, block);
   return latency;
 }
 

@@ -24,8 +24,10 @@ llvm::Value* Gen::reg_ptr(uint32_t slot) {
 }
 
 llvm::Value* Gen::load_reg(uint32_t slot) {
+  if (auto it = m_known_regs.find(slot); it != m_known_regs.end()) return it->second;
   auto* l = B.CreateAlignedLoad(v64, reg_ptr(slot), llvm::Align(8));
   tag(l, m_tbaa_regs);
+  m_known_regs[slot] = l;
   return l;
 }
 
@@ -34,10 +36,25 @@ void Gen::store_reg(uint32_t slot, llvm::Value* v, llvm::Value* mask) {
   llvm::Value* merged = B.CreateSelect(mask, v, load_reg(slot));
   auto* s = B.CreateAlignedStore(merged, reg_ptr(slot), llvm::Align(8));
   tag(s, m_tbaa_regs);
+  m_known_regs[slot] = merged;
 }
 
 llvm::Value* Gen::ready_ptr(uint32_t slot) {
   return B.CreateConstInBoundsGEP1_64(i64, ready, slot);
+}
+
+llvm::Value* Gen::load_ready(uint32_t slot) {
+  if (auto it = m_known_ready.find(slot); it != m_known_ready.end()) return it->second;
+  auto* l = B.CreateLoad(i64, ready_ptr(slot));
+  tag(l, m_tbaa_ready);
+  m_known_ready[slot] = l;
+  return l;
+}
+
+void Gen::store_ready(uint32_t slot, llvm::Value* v) {
+  auto* s = B.CreateStore(v, ready_ptr(slot));
+  tag(s, m_tbaa_ready);
+  m_known_ready[slot] = v;
 }
 
 // dest() and wr(): the value masked to the register's width.
