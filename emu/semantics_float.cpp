@@ -43,15 +43,14 @@ uint16_t x87_status() {
 // default almost always.
 FpEnvGuard::FpEnvGuard() {
   m_mxcsr = _mm_getcsr();
-  _mm_setcsr(k_default_mxcsr);
   m_x87_control = x87_control();
   m_x87_status = x87_status();
   if (m_x87_control != k_default_x87_control || (m_x87_status & k_x87_flags)) {
-    fegetenv(&m_saved);
+    fegetenv(&m_saved); // both units, before either changes
     m_x87_saved = true;
     fesetenv(FE_DFL_ENV);
-    _mm_setcsr(k_default_mxcsr);
   }
+  _mm_setcsr(k_default_mxcsr);
 }
 
 FpEnvGuard::~FpEnvGuard() {
