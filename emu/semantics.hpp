@@ -19,7 +19,10 @@
 // Choices where PTX leaves the result open:
 // - f32/f16/bf16 results that are NaN are canonical: 0x7fffffff, 0x7fff, 0x7fff (what NVIDIA GPUs
 //   produce). f64 NaNs propagate their payload (PTX: "NaN payloads are supported for
-//   double-precision instructions"), the host's rule picking which.
+//   double-precision instructions"): the first NaN operand, quieted, in operand order; an invalid
+//   operation on numbers (inf - inf, 0 * inf, sqrt of a negative) gives the host's default NaN,
+//   0xfff8000000000000. (Stated here, not left to the host: which operand a host's instruction
+//   propagates depends on how the compiler ordered them.)
 // - .ftz flushes inputs, and results whose rounded value is subnormal ("tininess after
 //   rounding"), to a zero of the same sign.
 // - .sat maps -0.0 (like every value that is not > 0) to +0.0; .relu maps every non-NaN value with
@@ -355,23 +358,37 @@ inline float rcp_f32(float a, Round r = Round::rn, bool ftz = false) {
 // ---------------------------------------------------------------------------------------------
 // f64 arithmetic. Directed modes run the host operation under fesetround.
 
+namespace detail {
+// What an f64 operation that gave the NaN `r` returns: its first NaN operand, quieted, else the
+// default NaN (see "Choices" above); r itself when it is not a NaN.
+inline double propagate_f64(double r, double a, double b = 0.0, double c = 0.0) {
+  if (r == r) return r;
+  constexpr uint64_t quiet = 1ull << 51;
+  if (a != a) return f64_from_bits(f64_bits(a) | quiet);
+  if (b != b) return f64_from_bits(f64_bits(b) | quiet);
+  if (c != c) return f64_from_bits(f64_bits(c) | quiet);
+  return f64_from_bits(0xfff8000000000000ull);
+}
+} // namespace detail
+
 inline double add_f64(double a, double b, Round r = Round::rn) {
-  return detail::is_rn(r) ? a + b : detail::add_f64_dir(a, b, r);
+  return detail::is_rn(r) ? detail::propagate_f64(a + b, a, b) : detail::add_f64_dir(a, b, r);
 }
 inline double sub_f64(double a, double b, Round r = Round::rn) {
   return add_f64(a, -b, r);
 }
 inline double mul_f64(double a, double b, Round r = Round::rn) {
-  return detail::is_rn(r) ? a * b : detail::mul_f64_dir(a, b, r);
+  return detail::is_rn(r) ? detail::propagate_f64(a * b, a, b) : detail::mul_f64_dir(a, b, r);
 }
 inline double fma_f64(double a, double b, double c, Round r = Round::rn) {
-  return detail::is_rn(r) ? std::fma(a, b, c) : detail::fma_f64_dir(a, b, c, r);
+  return detail::is_rn(r) ? detail::propagate_f64(std::fma(a, b, c), a, b, c)
+                          : detail::fma_f64_dir(a, b, c, r);
 }
 inline double div_f64(double a, double b, Round r = Round::rn) {
-  return detail::is_rn(r) ? a / b : detail::div_f64_dir(a, b, r);
+  return detail::is_rn(r) ? detail::propagate_f64(a / b, a, b) : detail::div_f64_dir(a, b, r);
 }
 inline double sqrt_f64(double a, Round r = Round::rn) {
-  return detail::is_rn(r) ? std::sqrt(a) : detail::sqrt_f64_dir(a, r);
+  return detail::is_rn(r) ? detail::propagate_f64(std::sqrt(a), a) : detail::sqrt_f64_dir(a, r);
 }
 inline double rcp_f64(double a, Round r = Round::rn) {
   return div_f64(1.0, a, r);
@@ -498,12 +515,12 @@ inline float max3_f32(float a, float b, float c, bool ftz = false, bool nan = fa
   return max_f32(max_f32(a, b, ftz, nan), c, ftz, nan);
 }
 inline double min_f64(double a, double b) {
-  if (a != a) return b != b ? a + b : b;
+  if (a != a) return b != b ? detail::propagate_f64(a, a, b) : b;
   if (b != b) return a;
   return detail::min_num(a, b);
 }
 inline double max_f64(double a, double b) {
-  if (a != a) return b != b ? a + b : b;
+  if (a != a) return b != b ? detail::propagate_f64(a, a, b) : b;
   if (b != b) return a;
   return detail::max_num(a, b);
 }

@@ -16,6 +16,7 @@
 #include <llvm/IR/Module.h>
 
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -194,6 +195,8 @@ private:
   llvm::Value* f32_operand(const Src& s, bool ftz);
   llvm::Value* minmax_f32(const Insn& in);
   llvm::Value* emit_f32(const Insn& in);
+  llvm::Value* emit_f64(const Insn& in);
+  llvm::Value* propagate_f64(llvm::Value* r, std::initializer_list<llvm::Value*> operands);
   llvm::Value* testp(llvm::Value* mag, uint64_t inf, uint64_t min_normal, uint8_t op,
                      llvm::VectorType* type);
   llvm::Value* half_to_float(llvm::Value* h16, bool bf);

@@ -28,12 +28,16 @@ bool Gen::inline_form(const Insn& in) const {
     }
   }
   if (in.type == PType::f64) {
-    // bit operations only: f64 arithmetic propagates NaN payloads by the host's rules
+    // exec_arith's f64 forms in round to nearest (rsqrt and rcp.approx are the helper's)
     switch (in.op) {
-    case XOp::abs: case XOp::neg: case XOp::testp: case XOp::copysign:
+    case XOp::abs: case XOp::neg: case XOp::testp: case XOp::copysign: case XOp::min:
+    case XOp::max:
       return true;
-    case XOp::add: case XOp::sub: case XOp::mul: case XOp::fma: case XOp::div: case XOp::rcp:
-    case XOp::sqrt: case XOp::rsqrt: case XOp::min: case XOp::max:
+    case XOp::add: case XOp::sub: case XOp::mul: case XOp::fma: case XOp::div: case XOp::sqrt:
+      return rounds_to_nearest(in.mode);
+    case XOp::rcp:
+      return !(f & k_f_approx) && rounds_to_nearest(in.mode);
+    case XOp::rsqrt:
       return false;
     default:
       break;
@@ -378,10 +382,14 @@ void Gen::emit_inline(const Insn& in, llvm::Value* mask) {
     return;
   }
   if (in.type == PType::f64) {
-    // abs, neg, copysign on the bits (exec_arith), testp on the magnitude
+    // abs, neg, copysign on the bits (exec_arith), testp on the magnitude, arithmetic
     llvm::Value* a = src(in.src[0]);
     llvm::Value* r = nullptr;
     switch (in.op) {
+    case XOp::add: case XOp::sub: case XOp::mul: case XOp::fma: case XOp::div: case XOp::sqrt:
+    case XOp::rcp: case XOp::min: case XOp::max:
+      r = emit_f64(in);
+      break;
     case XOp::abs: r = B.CreateAnd(a, splat(0x7fffffffffffffffull)); break;
     case XOp::neg: r = B.CreateXor(a, splat(0x8000000000000000ull)); break;
     case XOp::copysign:

@@ -176,6 +176,86 @@ llvm::Value* Gen::testp(llvm::Value* mag, uint64_t inf, uint64_t min_normal, uin
   }
 }
 
+// ---- f64 ------------------------------------------------------------------------------------
+
+// sem::detail::propagate_f64: a NaN result becomes the first NaN operand, quieted, else the
+// default NaN.
+llvm::Value* Gen::propagate_f64(llvm::Value* r, std::initializer_list<llvm::Value*> operands) {
+  llvm::Value* nan = splat(0xfff8000000000000ull);
+  std::vector<llvm::Value*> ops(operands);
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+    llvm::Value* bits = B.CreateBitCast(*it, v64);
+    nan = B.CreateSelect(B.CreateFCmpUNO(*it, *it), B.CreateOr(bits, splat(1ull << 51)), nan);
+  }
+  return B.CreateSelect(B.CreateFCmpUNO(r, r), nan, B.CreateBitCast(r, v64));
+}
+
+llvm::Value* Gen::emit_f64(const Insn& in) {
+  auto op = [&](int i) { return B.CreateBitCast(src(in.src[i]), vf64); };
+  switch (in.op) {
+  case XOp::add: {
+    llvm::Value* a = op(0);
+    llvm::Value* b = op(1);
+    return propagate_f64(B.CreateFAdd(a, b), {a, b});
+  }
+  case XOp::sub: { // add(a, -b)
+    llvm::Value* a = op(0);
+    llvm::Value* b = B.CreateFNeg(op(1));
+    return propagate_f64(B.CreateFAdd(a, b), {a, b});
+  }
+  case XOp::mul: {
+    llvm::Value* a = op(0);
+    llvm::Value* b = op(1);
+    return propagate_f64(B.CreateFMul(a, b), {a, b});
+  }
+  case XOp::div: {
+    llvm::Value* a = op(0);
+    llvm::Value* b = op(1);
+    return propagate_f64(B.CreateFDiv(a, b), {a, b});
+  }
+  case XOp::rcp: {
+    llvm::Value* one = llvm::ConstantFP::get(vf64, 1.0);
+    llvm::Value* a = op(0);
+    return propagate_f64(B.CreateFDiv(one, a), {one, a});
+  }
+  case XOp::fma: {
+    llvm::Value* a = op(0);
+    llvm::Value* b = op(1);
+    llvm::Value* c = op(2);
+    llvm::Function* fma = llvm::Intrinsic::getDeclaration(M.get(), llvm::Intrinsic::fma, {vf64});
+    return propagate_f64(B.CreateCall(fma, {a, b, c}), {a, b, c});
+  }
+  case XOp::sqrt: {
+    llvm::Value* a = op(0);
+    llvm::Function* sqrt = llvm::Intrinsic::getDeclaration(M.get(), llvm::Intrinsic::sqrt, {vf64});
+    return propagate_f64(B.CreateCall(sqrt, {a}), {a});
+  }
+  case XOp::min:
+  case XOp::max: {
+    // sem::min_f64 / max_f64: one NaN gives the other operand, two the first, quieted
+    llvm::Value* a = op(0);
+    llvm::Value* b = op(1);
+    llvm::Value* ab = B.CreateBitCast(a, v64);
+    llvm::Value* bb = B.CreateBitCast(b, v64);
+    llvm::Value* na = B.CreateFCmpUNO(a, a);
+    llvm::Value* nb = B.CreateFCmpUNO(b, b);
+    llvm::Value* a_neg = B.CreateICmpSLT(ab, splat(0));
+    llvm::Value* d;
+    if (in.op == XOp::max) {
+      d = B.CreateSelect(B.CreateFCmpOGT(a, b), ab,
+                         B.CreateSelect(B.CreateFCmpOGT(b, a), bb, B.CreateSelect(a_neg, bb, ab)));
+    } else {
+      d = B.CreateSelect(B.CreateFCmpOLT(a, b), ab,
+                         B.CreateSelect(B.CreateFCmpOLT(b, a), bb, B.CreateSelect(a_neg, ab, bb)));
+    }
+    d = B.CreateSelect(nb, ab, d);
+    return B.CreateSelect(na, B.CreateSelect(nb, B.CreateOr(ab, splat(1ull << 51)), bb), d);
+  }
+  default:
+    return splat(0);
+  }
+}
+
 // ---- half precision -------------------------------------------------------------------------
 
 // f16_to_f32 / bf16_to_f32 of 16-bit lanes, exact: sem's bit construction (no conversion

@@ -2007,6 +2007,30 @@ TEST(SemanticsRounding, CoreEdgeCases) {
   EXPECT_TRUE(std::isinf(format_to_double(0x7c, k_fmt_e5m2)));
 }
 
+// f64 results that are NaN: the first NaN operand in operand order, quieted; the default NaN
+// when the operands are numbers (semantics.hpp, "Choices").
+TEST(SemanticsF64, NaNResultsFollowOperandOrder) {
+  const double qa = f64_from_bits(0x7ff8000000000abcull), sb = f64_from_bits(0xfff0000000000123ull);
+  const double qc = f64_from_bits(0x7ff80000000c0c0cull), inf = std::numeric_limits<double>::infinity();
+  const uint64_t sb_quiet = 0xfff8000000000123ull;
+  EXPECT_EQ(f64_bits(add_f64(qa, sb)), 0x7ff8000000000abcull);
+  EXPECT_EQ(f64_bits(add_f64(sb, qa)), sb_quiet);
+  EXPECT_EQ(f64_bits(add_f64(1.0, sb)), sb_quiet);
+  EXPECT_EQ(f64_bits(sub_f64(1.0, qa)), 0xfff8000000000abcull); // a + (-b): b's sign flipped
+  EXPECT_EQ(f64_bits(mul_f64(sb, qc)), sb_quiet);
+  EXPECT_EQ(f64_bits(fma_f64(2.0, 3.0, qc)), 0x7ff80000000c0c0cull);
+  EXPECT_EQ(f64_bits(fma_f64(sb, qa, qc)), sb_quiet);
+  EXPECT_EQ(f64_bits(div_f64(qc, qa)), 0x7ff80000000c0c0cull);
+  EXPECT_EQ(f64_bits(sqrt_f64(sb)), sb_quiet);
+  EXPECT_EQ(f64_bits(max_f64(qa, sb)), 0x7ff8000000000abcull);
+  EXPECT_EQ(f64_bits(min_f64(qa, 2.0)), f64_bits(2.0));
+  // invalid operations on numbers
+  EXPECT_EQ(f64_bits(add_f64(inf, -inf)), 0xfff8000000000000ull);
+  EXPECT_EQ(f64_bits(mul_f64(0.0, inf)), 0xfff8000000000000ull);
+  EXPECT_EQ(f64_bits(sqrt_f64(-1.0)), 0xfff8000000000000ull);
+  EXPECT_EQ(f64_bits(fma_f64(0.0, inf, 1.0)), 0xfff8000000000000ull);
+}
+
 TEST(SemanticsRounding, FpEnvGuardRestoresDefaults) {
   std::fesetround(FE_UPWARD);
 #if defined(__x86_64__) || defined(__i386__)
