@@ -401,6 +401,11 @@ struct BlockRunner::State {
       helpers.account_global = &State::jit_account_global;
       helpers.account_shared = &State::jit_account_shared;
       helpers.account_local = &State::jit_account_local;
+      helpers.exp2 = [](double x) { return std::exp2(x); };
+      helpers.log2 = [](double x) { return std::log2(x); };
+      helpers.sin = [](double x) { return std::sin(x); };
+      helpers.cos = [](double x) { return std::cos(x); };
+      helpers.tanh = [](double x) { return std::tanh(x); };
       memory_cache.resize(k.code.size());
       frame.memory = memory_cache.data();
       frame.shared = shared.data();

@@ -18,7 +18,7 @@ struct CompiledKernel;
 namespace hone::emu::jit {
 
 // Bumped whenever Frame, Helpers or Api change: the runner refuses a library of another version.
-constexpr uint32_t k_abi_version = 6;
+constexpr uint32_t k_abi_version = 7;
 
 // Uniform special registers, the same in every lane of a block (Frame::uniform).
 enum Uniform : uint32_t {
@@ -98,6 +98,13 @@ struct Helpers {
   int64_t (*account_shared)(Frame* frame, uint32_t pc, uint32_t count, uint64_t issue_at) = nullptr;
   // The same for an access of the threads' local frames, of `count` bytes in all.
   int64_t (*account_local)(Frame* frame, uint32_t pc, uint32_t count, uint64_t issue_at) = nullptr;
+  // The host's math functions the .approx f32 instructions round from (emu/semantics_float.cpp),
+  // called through these so that compiled code calls exactly what the interpreter calls.
+  double (*exp2)(double) = nullptr;
+  double (*log2)(double) = nullptr;
+  double (*sin)(double) = nullptr;
+  double (*cos)(double) = nullptr;
+  double (*tanh)(double) = nullptr;
 };
 
 // A compiled kernel: `run` takes steps from frame->pc, which must be an entry.

@@ -242,6 +242,7 @@ Generated Gen::run() {
   for (uint32_t u = 0; u < k_u_count; ++u)
     uniform[u] = load_field(offsetof(Frame, uniform) + u * sizeof(uint64_t), i64);
   llvm::Value* helpers = load_field(offsetof(Frame, helpers), i8->getPointerTo());
+  helpers_table = helpers;
   auto helper_at = [&](size_t offset) {
     return B.CreateLoad(helper_type->getPointerTo(),
                         B.CreateBitCast(B.CreateConstInBoundsGEP1_64(i8, helpers, offset),

@@ -196,6 +196,8 @@ private:
   llvm::Value* minmax_f32(const Insn& in);
   llvm::Value* emit_f32(const Insn& in);
   llvm::Value* emit_f64(const Insn& in);
+  llvm::Value* call_math(size_t helper, llvm::Value* x, llvm::Value* exec);
+  llvm::Value* emit_f32_approx(const Insn& in, llvm::Value* exec);
   llvm::Value* propagate_f64(llvm::Value* r, std::initializer_list<llvm::Value*> operands);
   llvm::Value* testp(llvm::Value* mag, uint64_t inf, uint64_t min_normal, uint8_t op,
                      llvm::VectorType* type);
@@ -254,6 +256,7 @@ private:
   llvm::Value* limit = nullptr;  // i32
   llvm::Value* widx = nullptr;   // i32
   llvm::Value* helper = nullptr; // Helpers::execute
+  llvm::Value* helpers_table = nullptr; // the Helpers, as i8*
   llvm::Value* account_global = nullptr;
   llvm::Value* account_shared = nullptr;
   llvm::Value* account_local = nullptr;

@@ -22,7 +22,7 @@ bool Gen::inline_form(const Insn& in) const {
     case XOp::testp: case XOp::copysign:
       return true;
     case XOp::sin: case XOp::cos: case XOp::lg2: case XOp::ex2: case XOp::tanh:
-      return false;
+      return true; // the host's math function per lane, as the interpreter
     default:
       break;
     }
@@ -104,6 +104,8 @@ bool Gen::inline_form(const Insn& in) const {
   case XOp::shr:
   case XOp::popc:
   case XOp::clz:
+  case XOp::div:
+  case XOp::rem:
     return is_integer(in.type);
   case XOp::setp:
     return in.type2 == PType::f32 || in.type2 == PType::f64 || in.type2 == PType::f16 ||
@@ -183,6 +185,27 @@ llvm::Value* Gen::emit_int(const Insn& in) {
   }
   case XOp::neg:
     return out(B.CreateSub(llvm::Constant::getNullValue(a->getType()), a));
+  case XOp::div:
+  case XOp::rem: {
+    // sem::div_int / rem_int: x / 0 is all ones (unsigned) or -1, x % 0 is x; signed x / -1 is
+    // -x and x % -1 is 0 (no overflow trap for the most negative value)
+    llvm::Value* bv = b();
+    llvm::Value* zero = llvm::Constant::getNullValue(a->getType());
+    llvm::Value* ones = llvm::Constant::getAllOnesValue(a->getType());
+    llvm::Value* by_zero = B.CreateICmpEQ(bv, zero);
+    llvm::Value* special = by_zero;
+    if (t.is_signed) special = B.CreateOr(special, B.CreateICmpEQ(bv, ones));
+    // divide by 1 where the answer does not come from the division, so nothing traps
+    llvm::Value* safe = B.CreateSelect(special, llvm::ConstantInt::get(a->getType(), 1), bv);
+    if (in.op == XOp::div) {
+      llvm::Value* q = t.is_signed ? B.CreateSDiv(a, safe) : B.CreateUDiv(a, safe);
+      if (t.is_signed) q = B.CreateSelect(B.CreateICmpEQ(bv, ones), B.CreateSub(zero, a), q);
+      return out(B.CreateSelect(by_zero, ones, q));
+    }
+    llvm::Value* r = t.is_signed ? B.CreateSRem(a, safe) : B.CreateURem(a, safe);
+    if (t.is_signed) r = B.CreateSelect(B.CreateICmpEQ(bv, ones), zero, r);
+    return out(B.CreateSelect(by_zero, a, r));
+  }
   case XOp::popc:
     return out(B.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, a));
   case XOp::clz:
@@ -378,7 +401,9 @@ void Gen::emit_inline(const Insn& in, llvm::Value* mask) {
     break;
   }
   if (in.type == PType::f32) {
-    write(in.dst[0], emit_f32(in), mask);
+    const bool approx = in.op == XOp::sin || in.op == XOp::cos || in.op == XOp::lg2 ||
+                        in.op == XOp::ex2 || in.op == XOp::tanh;
+    write(in.dst[0], approx ? emit_f32_approx(in, B.CreateBitCast(mask, i32)) : emit_f32(in), mask);
     return;
   }
   if (in.type == PType::f64) {

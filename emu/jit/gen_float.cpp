@@ -156,6 +156,54 @@ llvm::Value* Gen::emit_f32(const Insn& in) {
   }
 }
 
+// A host math function (Helpers offset `helper`) of each lane in `exec`, on doubles.
+llvm::Value* Gen::call_math(size_t helper, llvm::Value* x, llvm::Value* exec) {
+  llvm::FunctionType* type = llvm::FunctionType::get(B.getDoubleTy(), {B.getDoubleTy()}, false);
+  llvm::Value* fn = B.CreateLoad(type->getPointerTo(),
+                                 B.CreateBitCast(B.CreateConstInBoundsGEP1_64(i8, helpers_table, helper),
+                                                 type->getPointerTo()->getPointerTo()));
+  llvm::BasicBlock* entry = B.GetInsertBlock();
+  auto* loop = llvm::BasicBlock::Create(C, "", F);
+  auto* body = llvm::BasicBlock::Create(C, "", F);
+  auto* done = llvm::BasicBlock::Create(C, "", F);
+  B.CreateBr(loop);
+  B.SetInsertPoint(loop);
+  llvm::PHINode* left = B.CreatePHI(i32, 2);
+  llvm::PHINode* out = B.CreatePHI(vf64, 2);
+  left->addIncoming(exec, entry);
+  out->addIncoming(llvm::Constant::getNullValue(vf64), entry);
+  B.CreateCondBr(B.CreateICmpEQ(left, B.getInt32(0)), done, body);
+  B.SetInsertPoint(body);
+  llvm::Value* l = B.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, left, B.getTrue());
+  llvm::Value* r = B.CreateCall(type, fn, {B.CreateExtractElement(x, l)});
+  left->addIncoming(B.CreateAnd(left, B.CreateSub(left, B.getInt32(1))), body);
+  out->addIncoming(B.CreateInsertElement(out, r, l), body);
+  B.CreateBr(loop);
+  B.SetInsertPoint(done);
+  return out;
+}
+
+// sem::ex2/lg2/sin/cos/tanh_approx_f32: the host function on the double, rounded to f32.
+llvm::Value* Gen::emit_f32_approx(const Insn& in, llvm::Value* exec) {
+  const bool ftz = in.flags & k_f_ftz && in.op != XOp::tanh;
+  llvm::Value* a = f32_operand(in.src[0], ftz);
+  size_t helper = offsetof(Helpers, exp2);
+  switch (in.op) {
+  case XOp::lg2: helper = offsetof(Helpers, log2); break;
+  case XOp::sin: helper = offsetof(Helpers, sin); break;
+  case XOp::cos: helper = offsetof(Helpers, cos); break;
+  case XOp::tanh: helper = offsetof(Helpers, tanh); break;
+  default: break;
+  }
+  llvm::Value* r = B.CreateFPTrunc(call_math(helper, B.CreateFPExt(a, vf64), exec), vf32);
+  if (in.op == XOp::lg2) {
+    // +-0 -> -inf
+    llvm::Value* zero = B.CreateFCmpOEQ(a, llvm::ConstantFP::get(vf32, 0.0));
+    r = B.CreateSelect(zero, llvm::ConstantFP::getInfinity(vf32, true), r);
+  }
+  return finish_f32(r, ftz, false);
+}
+
 // sem::testp_bits on the magnitudes `mag` (vectors of `type`).
 llvm::Value* Gen::testp(llvm::Value* mag, uint64_t inf, uint64_t min_normal, uint8_t op,
                         llvm::VectorType* type) {
