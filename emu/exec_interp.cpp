@@ -264,6 +264,8 @@ struct BlockRunner::State {
       f.diverged = 1;
       f.stop = stop;
     }
+    f.alive = w.alive;
+    f.waiting = w.waiting;
     f.regs = R(widx, 0);
     f.ready = &ready[size_t(widx) * k.num_slots];
     f.tid = &tid_lanes[size_t(widx) * 3 * k_lanes];
@@ -288,6 +290,12 @@ struct BlockRunner::State {
     } else {
       each(f.active, [&](int l) { w.pc[l] = f.pc; });
       w.spin = f.spin;
+      // what step() does after each step of a diverged warp: only the last one can have
+      // brought the group to the other lanes
+      if (f.steps) {
+        try_converge(w);
+        if (w.converged) w.spin = w.rotate_steps = 0;
+      }
     }
     w.seq = f.seq;
     w.region_end = f.region_end;
@@ -341,6 +349,43 @@ struct BlockRunner::State {
     s.flush_memory(in, f->widx, access_of(in));
     return s.mem_latency;
   }
+  // Helpers::f32_directed and f64_directed: exec_arith's expression for one lane.
+  static uint32_t jit_f32_directed(uint32_t form, uint32_t a, uint32_t b, uint32_t c) {
+    const XOp op = XOp(form & 0xff);
+    const sem::Round r = round_of(uint8_t(form >> 8));
+    const bool ftz = (form >> 16) & 1, sat = (form >> 17) & 1;
+    const float x = std::bit_cast<float>(a), y = std::bit_cast<float>(b), z = std::bit_cast<float>(c);
+    float q;
+    switch (op) {
+    case XOp::add: return std::bit_cast<uint32_t>(sem::add_f32(x, y, r, ftz, sat));
+    case XOp::sub: return std::bit_cast<uint32_t>(sem::sub_f32(x, y, r, ftz, sat));
+    case XOp::mul: return std::bit_cast<uint32_t>(sem::mul_f32(x, y, r, ftz, sat));
+    case XOp::fma: return std::bit_cast<uint32_t>(sem::fma_f32(x, y, z, r, ftz, sat));
+    case XOp::rcp: return std::bit_cast<uint32_t>(sem::rcp_f32(x, r, ftz));
+    case XOp::sqrt: return std::bit_cast<uint32_t>(sem::sqrt_f32(x, r, ftz));
+    case XOp::div:
+      q = sem::div_f32(x, y, r, ftz);
+      if (sat) q = std::isnan(q) ? 0.0f : std::clamp(q, 0.0f, 1.0f);
+      return std::bit_cast<uint32_t>(q);
+    default: return 0;
+    }
+  }
+  static uint64_t jit_f64_directed(uint32_t form, uint64_t a, uint64_t b, uint64_t c) {
+    const XOp op = XOp(form & 0xff);
+    const sem::Round r = round_of(uint8_t(form >> 8));
+    const double x = std::bit_cast<double>(a), y = std::bit_cast<double>(b), z = std::bit_cast<double>(c);
+    switch (op) {
+    case XOp::add: return std::bit_cast<uint64_t>(sem::add_f64(x, y, r));
+    case XOp::sub: return std::bit_cast<uint64_t>(sem::sub_f64(x, y, r));
+    case XOp::mul: return std::bit_cast<uint64_t>(sem::mul_f64(x, y, r));
+    case XOp::fma: return std::bit_cast<uint64_t>(sem::fma_f64(x, y, z, r));
+    case XOp::div: return std::bit_cast<uint64_t>(sem::div_f64(x, y, r));
+    case XOp::rcp: return std::bit_cast<uint64_t>(sem::rcp_f64(x, r));
+    case XOp::sqrt: return std::bit_cast<uint64_t>(sem::sqrt_f64(x, r));
+    default: return 0;
+    }
+  }
+
   static Access access_of(const Insn& in) {
     return in.op == XOp::st ? Access::store
            : in.op == XOp::atom || in.op == XOp::red ? Access::atomic
@@ -406,6 +451,8 @@ struct BlockRunner::State {
       helpers.sin = [](double x) { return std::sin(x); };
       helpers.cos = [](double x) { return std::cos(x); };
       helpers.tanh = [](double x) { return std::tanh(x); };
+      helpers.f32_directed = &State::jit_f32_directed;
+      helpers.f64_directed = &State::jit_f64_directed;
       memory_cache.resize(k.code.size());
       frame.memory = memory_cache.data();
       frame.shared = shared.data();

@@ -18,7 +18,7 @@ struct CompiledKernel;
 namespace hone::emu::jit {
 
 // Bumped whenever Frame, Helpers or Api change: the runner refuses a library of another version.
-constexpr uint32_t k_abi_version = 7;
+constexpr uint32_t k_abi_version = 9;
 
 // Uniform special registers, the same in every lane of a block (Frame::uniform).
 enum Uniform : uint32_t {
@@ -64,6 +64,8 @@ struct Frame {
   uint32_t pc = 0;                  // in: where it starts (an entry); out: where it stopped
   int32_t status = 0;               // out: 0, or k_faulted when the helper faulted
   uint32_t diverged = 0;            // in: 1 when `active` is a diverged warp's group
+  uint32_t alive = 0;               // in: the warp's lanes that have not exited (Warp::alive)
+  uint32_t waiting = 0;             // in: those waiting at a barrier or warp instruction
   uint32_t stop = 0;                // in: a group stops before reaching it (converged: ~0)
   uint32_t spin = 0;                // in/out: Warp::spin, backward branches of a diverged warp
   uint32_t spin_limit = 0;          // in: at this many the interpreter lets other lanes run
@@ -105,6 +107,10 @@ struct Helpers {
   double (*sin)(double) = nullptr;
   double (*cos)(double) = nullptr;
   double (*tanh)(double) = nullptr;
+  // f32 and f64 add, sub, mul, fma, div, rcp and sqrt in a directed rounding mode, for one lane:
+  // `form` packs the XOp (bits 0-7), the rounding mode (RoundMode, 8-15), .ftz (16) and .sat (17).
+  uint32_t (*f32_directed)(uint32_t form, uint32_t a, uint32_t b, uint32_t c) = nullptr;
+  uint64_t (*f64_directed)(uint32_t form, uint64_t a, uint64_t b, uint64_t c) = nullptr;
 };
 
 // A compiled kernel: `run` takes steps from frame->pc, which must be an entry.

@@ -137,10 +137,12 @@ void Gen::emit_instruction(uint32_t pc) {
                                                                    : in.src[1];
     llvm::Value* first = B.CreateAnd(B.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, exec, B.getFalse()),
                                      B.getInt32(31));
-    llvm::Value* need = B.CreateAnd(B.CreateTrunc(B.CreateExtractElement(src(ms), first), i32), active);
+    llvm::Value* need = B.CreateAnd(B.CreateTrunc(B.CreateExtractElement(src(ms), first), i32), alive);
     llvm::Value* missing = B.CreateICmpNE(B.CreateAnd(need, B.CreateNot(exec)), B.getInt32(0));
-    // a diverged warp's lanes may wait here already: the interpreter counts them
-    exit_if(B.CreateOr(diverged, B.CreateAnd(B.CreateICmpNE(exec, B.getInt32(0)), missing)), pc);
+    // lanes of the warp that wait (at a barrier, or at this instruction already) are the
+    // interpreter's to count
+    llvm::Value* waits = B.CreateICmpNE(waiting, B.getInt32(0));
+    exit_if(B.CreateOr(waits, B.CreateAnd(B.CreateICmpNE(exec, B.getInt32(0)), missing)), pc);
   }
   const Deps d = deps_of(k, in);
   count(in, exec);
@@ -234,6 +236,8 @@ Generated Gen::run() {
   tid = load_field(offsetof(Frame, tid), i32->getPointerTo());
   params = load_field(offsetof(Frame, params), i8->getPointerTo());
   active = load_field(offsetof(Frame, active), i32);
+  alive = load_field(offsetof(Frame, alive), i32);
+  waiting = load_field(offsetof(Frame, waiting), i32);
   limit = load_field(offsetof(Frame, steps), i32);
   widx = load_field(offsetof(Frame, widx), i32);
   diverged = B.CreateICmpNE(load_field(offsetof(Frame, diverged), i32), B.getInt32(0));

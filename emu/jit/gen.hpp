@@ -101,6 +101,18 @@ inline bool rounds_to_nearest(uint8_t mode) {
   return mode != k_rnd_rz && mode != k_rnd_rm && mode != k_rnd_rp;
 }
 
+// An f32/f64 arithmetic form in a directed rounding mode (not .approx or .full, which have none).
+inline bool directed(const Insn& in) {
+  switch (in.op) {
+  case XOp::add: case XOp::sub: case XOp::mul: case XOp::fma: case XOp::div: case XOp::rcp:
+  case XOp::sqrt:
+    return !(in.flags & (k_f_approx | k_f_full)) && !rounds_to_nearest(in.mode);
+  default:
+    return false;
+  }
+}
+
+
 class Gen {
 public:
   Gen(const CompiledKernel& k, llvm::LLVMContext& context, const std::string& name)
@@ -115,6 +127,8 @@ private:
   void emit_inline(const Insn& in, llvm::Value* mask);
   llvm::Value* emit_int(const Insn& in);
   llvm::Value* emit_compare(const Insn& in);
+  llvm::Value* mul_hi(llvm::Value* a, llvm::Value* b, const IntInfo& t);
+  void emit_carry(const Insn& in, llvm::Value* mask);
   void emit_setp(const Insn& in, llvm::Value* mask);
   void emit_param_load(const Insn& in, llvm::Value* mask);
   bool memory_form(const Insn& in) const;
@@ -197,6 +211,9 @@ private:
   llvm::Value* emit_f32(const Insn& in);
   llvm::Value* emit_f64(const Insn& in);
   llvm::Value* call_math(size_t helper, llvm::Value* x, llvm::Value* exec);
+  llvm::Value* per_lane(size_t helper, llvm::FunctionType* type, const std::vector<llvm::Value*>& args,
+                        llvm::Value* exec);
+  llvm::Value* emit_directed(const Insn& in, llvm::Value* exec);
   llvm::Value* emit_f32_approx(const Insn& in, llvm::Value* exec);
   llvm::Value* propagate_f64(llvm::Value* r, std::initializer_list<llvm::Value*> operands);
   llvm::Value* testp(llvm::Value* mag, uint64_t inf, uint64_t min_normal, uint8_t op,
@@ -253,6 +270,8 @@ private:
   llvm::Value* tid = nullptr;    // i32*
   llvm::Value* params = nullptr; // i8*
   llvm::Value* active = nullptr; // i32
+  llvm::Value* alive = nullptr;   // i32
+  llvm::Value* waiting = nullptr; // i32
   llvm::Value* limit = nullptr;  // i32
   llvm::Value* widx = nullptr;   // i32
   llvm::Value* helper = nullptr; // Helpers::execute

@@ -12,12 +12,8 @@ bool Gen::inline_form(const Insn& in) const {
     // exec_arith's f32 forms in round to nearest (directed rounding and the .approx
     // transcendentals are the helper's)
     switch (in.op) {
-    case XOp::add: case XOp::sub: case XOp::mul: case XOp::fma:
-      return rounds_to_nearest(in.mode);
-    case XOp::div:
-      return (f & (k_f_approx | k_f_full)) || rounds_to_nearest(in.mode);
-    case XOp::rcp: case XOp::sqrt:
-      return (f & k_f_approx) || rounds_to_nearest(in.mode);
+    case XOp::add: case XOp::sub: case XOp::mul: case XOp::fma: case XOp::div: case XOp::rcp:
+    case XOp::sqrt: // directed rounding: sem's functions per lane
     case XOp::rsqrt: case XOp::abs: case XOp::neg: case XOp::min: case XOp::max:
     case XOp::testp: case XOp::copysign:
       return true;
@@ -34,9 +30,9 @@ bool Gen::inline_form(const Insn& in) const {
     case XOp::max:
       return true;
     case XOp::add: case XOp::sub: case XOp::mul: case XOp::fma: case XOp::div: case XOp::sqrt:
-      return rounds_to_nearest(in.mode);
+      return true; // directed rounding: sem's functions per lane
     case XOp::rcp:
-      return !(f & k_f_approx) && rounds_to_nearest(in.mode);
+      return !(f & k_f_approx);
     case XOp::rsqrt:
       return false;
     default:
@@ -90,10 +86,27 @@ bool Gen::inline_form(const Insn& in) const {
   case XOp::mul:
   case XOp::fma:
   case XOp::mad:
-    if (!is_integer(in.type) || (f & (k_f_cc | k_f_sat | k_f_hi | k_f_carry_in))) return false;
-    if (in.op == XOp::fma) return false;
-    if (f & k_f_wide) return (in.op == XOp::mul || in.op == XOp::mad) && int_info(in.type).width <= 32;
+    if (!is_integer(in.type) || in.op == XOp::fma) return false;
+    if ((f & k_f_sat) && !(in.op == XOp::add || in.op == XOp::sub)) return false;
+    if ((f & k_f_sat) && in.type != PType::s32) return false;
+    if ((f & (k_f_cc | k_f_carry_in)) && k.carry_slot == k_no_slot) return false;
+    if ((f & k_f_sat) && (f & k_f_cc)) return false;
+    if (f & k_f_wide) return !(f & (k_f_cc | k_f_carry_in | k_f_hi)) &&
+                             (in.op == XOp::mul || in.op == XOp::mad) && int_info(in.type).width <= 32;
+    if ((f & k_f_carry_in) && in.op != XOp::mad) return false;
     return true;
+  case XOp::addc:
+  case XOp::subc:
+    return is_integer(in.type) && k.carry_slot != k_no_slot;
+  case XOp::pack:
+  case XOp::unpack:
+  case XOp::brev:
+  case XOp::bfind:
+    return is_integer(in.type);
+  case XOp::shf:
+    return true;
+  case XOp::prmt:
+    return in.mode == 0; // the default byte selection (sem::PrmtMode::none)
   case XOp::abs:
   case XOp::neg:
     return is_integer(in.type);
@@ -137,8 +150,14 @@ llvm::Value* Gen::emit_int(const Insn& in) {
   auto b = [&] { return narrow(src(in.src[1]), W); };
   auto out = [&](llvm::Value* r) { return widen(r, false); }; // ubits(): zero-extended
   switch (in.op) {
-  case XOp::add: return out(B.CreateAdd(a, b()));
-  case XOp::sub: return out(B.CreateSub(a, b()));
+  case XOp::add:
+  case XOp::sub:
+    if (in.flags & k_f_sat) {
+      // .sat.s32: the exact result clamped to the range
+      llvm::Intrinsic::ID id = in.op == XOp::add ? llvm::Intrinsic::sadd_sat : llvm::Intrinsic::ssub_sat;
+      return out(B.CreateBinaryIntrinsic(id, a, b()));
+    }
+    return out(in.op == XOp::add ? B.CreateAdd(a, b()) : B.CreateSub(a, b()));
   case XOp::mul:
   case XOp::mad: {
     if (in.flags & k_f_wide) {
@@ -147,7 +166,7 @@ llvm::Value* Gen::emit_int(const Insn& in) {
       if (in.op == XOp::mad) p = B.CreateAdd(p, src(in.src[2]));
       return p;
     }
-    llvm::Value* p = B.CreateMul(a, b());
+    llvm::Value* p = (in.flags & k_f_hi) ? mul_hi(a, b(), t) : B.CreateMul(a, b());
     if (in.op == XOp::mad) p = B.CreateAdd(p, narrow(src(in.src[2]), W));
     return out(p);
   }
@@ -206,6 +225,19 @@ llvm::Value* Gen::emit_int(const Insn& in) {
     if (t.is_signed) r = B.CreateSelect(B.CreateICmpEQ(bv, ones), zero, r);
     return out(B.CreateSelect(by_zero, a, r));
   }
+  case XOp::brev:
+    return out(B.CreateUnaryIntrinsic(llvm::Intrinsic::bitreverse, a));
+  case XOp::bfind: {
+    // sem::bfind: the most significant non-sign bit (.shiftamt: counted from the top), all ones
+    // when there is none
+    llvm::Value* u = a;
+    llvm::Value* zero = llvm::Constant::getNullValue(a->getType());
+    if (t.is_signed) u = B.CreateSelect(B.CreateICmpSLT(a, zero), B.CreateNot(a), a);
+    llvm::Value* lz = B.CreateZExt(B.CreateBinaryIntrinsic(llvm::Intrinsic::ctlz, u, B.getFalse()), v64);
+    llvm::Value* d = B.CreateSub(splat(W - 1), lz);
+    if (in.flags & k_f_shiftamt) d = lz;
+    return B.CreateSelect(B.CreateICmpEQ(u, zero), splat(0xffffffffu), B.CreateAnd(d, splat(0xffffffffu)));
+  }
   case XOp::popc:
     return out(B.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, a));
   case XOp::clz:
@@ -213,6 +245,67 @@ llvm::Value* Gen::emit_int(const Insn& in) {
   default:
     return splat(0);
   }
+}
+
+// The high half of the product of a and b (sem::mul_hi_*): through twice the width.
+llvm::Value* Gen::mul_hi(llvm::Value* a, llvm::Value* b, const IntInfo& t) {
+  llvm::VectorType* wide = vec(B.getIntNTy(2 * t.width));
+  llvm::Value* p = B.CreateMul(t.is_signed ? B.CreateSExt(a, wide) : B.CreateZExt(a, wide),
+                               t.is_signed ? B.CreateSExt(b, wide) : B.CreateZExt(b, wide));
+  return B.CreateTrunc(B.CreateLShr(p, llvm::ConstantInt::get(wide, t.width)), a->getType());
+}
+
+// The carry chain (exec_arith): add.cc, sub.cc, addc, subc, and mad{c}.lo/hi{.cc}, which read
+// and write the per-thread carry flag in its own register.
+void Gen::emit_carry(const Insn& in, llvm::Value* mask) {
+  const IntInfo t = int_info(in.type);
+  const unsigned W = t.width;
+  llvm::Value* a = narrow(src(in.src[0]), W);
+  llvm::Value* b = narrow(src(in.src[1]), W);
+  llvm::Type* et = a->getType();
+  llvm::Value* one = llvm::ConstantInt::get(et, 1);
+  Src carry;
+  carry.kind = Src::Kind::reg;
+  carry.slot = k.carry_slot;
+  auto carry_in = [&] { return B.CreateAnd(narrow(load_reg(k.carry_slot), W), one); };
+  llvm::Value* r = nullptr;
+  llvm::Value* out = nullptr; // the carry out, as <32 x i1>
+  switch (in.op) {
+  case XOp::add:
+    r = B.CreateAdd(a, b);
+    out = B.CreateICmpULT(r, a);
+    break;
+  case XOp::sub:
+    r = B.CreateSub(a, b);
+    out = B.CreateICmpULT(a, b);
+    break;
+  case XOp::addc: {
+    llvm::Value* cin = carry_in();
+    r = B.CreateAdd(B.CreateAdd(a, b), cin);
+    out = B.CreateOr(B.CreateICmpULT(r, a),
+                     B.CreateAnd(B.CreateICmpNE(cin, llvm::Constant::getNullValue(et)), B.CreateICmpEQ(r, a)));
+    break;
+  }
+  case XOp::subc: {
+    llvm::Value* cin = carry_in();
+    r = B.CreateSub(B.CreateSub(a, b), cin);
+    out = B.CreateOr(B.CreateICmpULT(a, b),
+                     B.CreateAnd(B.CreateICmpNE(cin, llvm::Constant::getNullValue(et)), B.CreateICmpEQ(a, b)));
+    break;
+  }
+  default: { // mad
+    llvm::Value* p = (in.flags & k_f_hi) ? mul_hi(a, b, t) : B.CreateMul(a, b);
+    llvm::Value* c = narrow(src(in.src[2]), W);
+    llvm::Value* cin = (in.flags & k_f_carry_in) ? carry_in() : llvm::Constant::getNullValue(et);
+    llvm::Value* s1 = B.CreateAdd(p, c);
+    r = B.CreateAdd(s1, cin);
+    out = B.CreateOr(B.CreateICmpULT(s1, p), B.CreateICmpULT(r, s1));
+    break;
+  }
+  }
+  // the carry is written before the destination, lane by lane, as the interpreter does
+  if (in.flags & k_f_cc) write(carry, B.CreateZExt(out, v64), mask);
+  write(in.dst[0], widen(r, false), mask);
 }
 
 // setp's comparison (sem::cmp_int, sem::cmp_float) as <32 x i1>.
@@ -397,12 +490,70 @@ void Gen::emit_inline(const Insn& in, llvm::Value* mask) {
   case XOp::ld:
     emit_param_load(in, mask);
     return;
+  case XOp::pack: {
+    // mov.b64 d, {a, b}: elements of equal width, lowest first
+    const unsigned ew = ptx::type_size(in.type) * 8 / in.nsrc;
+    llvm::Value* v = splat(0);
+    for (int e = in.nsrc - 1; e >= 0; --e) {
+      llvm::Value* part = ew == 64 ? src(in.src[e]) : B.CreateAnd(src(in.src[e]), splat((1ull << ew) - 1));
+      v = ew == 64 ? part : B.CreateOr(B.CreateShl(v, splat(ew)), part);
+    }
+    write(in.dst[0], v, mask);
+    return;
+  }
+  case XOp::unpack: {
+    const unsigned ew = ptx::type_size(in.type) * 8 / in.ndst;
+    llvm::Value* v = src(in.src[0]);
+    for (int e = 0; e < in.ndst; ++e) {
+      write(in.dst[e], ew == 64 ? v : B.CreateAnd(v, splat((1ull << ew) - 1)), mask);
+      v = ew == 64 ? splat(0) : B.CreateLShr(v, splat(ew));
+    }
+    return;
+  }
+  case XOp::shf: {
+    // sem::shf_l / shf_r: the amount wraps (& 31) or clamps at 32
+    llvm::Value* a = B.CreateZExt(narrow(src(in.src[0]), 32), v64);
+    llvm::Value* b = B.CreateZExt(narrow(src(in.src[1]), 32), v64);
+    llvm::Value* c = narrow(src(in.src[2]), 32);
+    llvm::Value* n = (in.flags & k_f_wrap) ? B.CreateAnd(c, splat32(31))
+                                           : B.CreateSelect(B.CreateICmpULT(c, splat32(32)), c, splat32(32));
+    llvm::Value* t = B.CreateOr(B.CreateShl(b, splat(32)), a);
+    n = B.CreateZExt(n, v64);
+    llvm::Value* r = in.mode == 1 ? B.CreateLShr(B.CreateShl(t, n), splat(32)) : B.CreateLShr(t, n);
+    write(in.dst[0], B.CreateAnd(r, splat(0xffffffffu)), mask);
+    return;
+  }
+  case XOp::prmt: {
+    // sem::prmt, default mode: each result byte picks one of the 8 bytes of {b, a} by a nibble of
+    // c, or that byte's sign when the nibble's top bit is set
+    llvm::Value* t = B.CreateOr(B.CreateShl(B.CreateAnd(src(in.src[1]), splat(0xffffffffu)), splat(32)),
+                                B.CreateAnd(src(in.src[0]), splat(0xffffffffu)));
+    llvm::Value* c = src(in.src[2]);
+    llvm::Value* d = splat(0);
+    for (uint32_t k = 0; k < 4; ++k) {
+      llvm::Value* sel = B.CreateAnd(B.CreateLShr(c, splat(4 * k)), splat(0xf));
+      llvm::Value* v = B.CreateAnd(B.CreateLShr(t, B.CreateShl(B.CreateAnd(sel, splat(7)), splat(3))), splat(0xff));
+      llvm::Value* sign = B.CreateSelect(B.CreateICmpNE(B.CreateAnd(v, splat(0x80)), splat(0)), splat(0xff), splat(0));
+      v = B.CreateSelect(B.CreateICmpNE(B.CreateAnd(sel, splat(8)), splat(0)), sign, v);
+      d = B.CreateOr(d, B.CreateShl(v, splat(8 * k)));
+    }
+    write(in.dst[0], d, mask);
+    return;
+  }
   default:
     break;
+  }
+  if (in.op == XOp::addc || in.op == XOp::subc || (is_integer(in.type) && (in.flags & (k_f_cc | k_f_carry_in)))) {
+    emit_carry(in, mask);
+    return;
   }
   if (in.type == PType::f32) {
     const bool approx = in.op == XOp::sin || in.op == XOp::cos || in.op == XOp::lg2 ||
                         in.op == XOp::ex2 || in.op == XOp::tanh;
+    if (directed(in)) {
+      write(in.dst[0], emit_directed(in, B.CreateBitCast(mask, i32)), mask);
+      return;
+    }
     write(in.dst[0], approx ? emit_f32_approx(in, B.CreateBitCast(mask, i32)) : emit_f32(in), mask);
     return;
   }
@@ -413,7 +564,7 @@ void Gen::emit_inline(const Insn& in, llvm::Value* mask) {
     switch (in.op) {
     case XOp::add: case XOp::sub: case XOp::mul: case XOp::fma: case XOp::div: case XOp::sqrt:
     case XOp::rcp: case XOp::min: case XOp::max:
-      r = emit_f64(in);
+      r = directed(in) ? emit_directed(in, B.CreateBitCast(mask, i32)) : emit_f64(in);
       break;
     case XOp::abs: r = B.CreateAnd(a, splat(0x7fffffffffffffffull)); break;
     case XOp::neg: r = B.CreateXor(a, splat(0x8000000000000000ull)); break;

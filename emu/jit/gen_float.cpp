@@ -156,12 +156,15 @@ llvm::Value* Gen::emit_f32(const Insn& in) {
   }
 }
 
-// A host math function (Helpers offset `helper`) of each lane in `exec`, on doubles.
-llvm::Value* Gen::call_math(size_t helper, llvm::Value* x, llvm::Value* exec) {
-  llvm::FunctionType* type = llvm::FunctionType::get(B.getDoubleTy(), {B.getDoubleTy()}, false);
+// The function at `helper` in the Helpers, called for each lane of `exec` in lane order: vector
+// arguments give each call their lane's element, scalars are passed as they are. The results as
+// a vector (lanes outside exec 0).
+llvm::Value* Gen::per_lane(size_t helper, llvm::FunctionType* type,
+                           const std::vector<llvm::Value*>& args, llvm::Value* exec) {
   llvm::Value* fn = B.CreateLoad(type->getPointerTo(),
                                  B.CreateBitCast(B.CreateConstInBoundsGEP1_64(i8, helpers_table, helper),
                                                  type->getPointerTo()->getPointerTo()));
+  llvm::VectorType* result = vec(type->getReturnType());
   llvm::BasicBlock* entry = B.GetInsertBlock();
   auto* loop = llvm::BasicBlock::Create(C, "", F);
   auto* body = llvm::BasicBlock::Create(C, "", F);
@@ -169,18 +172,43 @@ llvm::Value* Gen::call_math(size_t helper, llvm::Value* x, llvm::Value* exec) {
   B.CreateBr(loop);
   B.SetInsertPoint(loop);
   llvm::PHINode* left = B.CreatePHI(i32, 2);
-  llvm::PHINode* out = B.CreatePHI(vf64, 2);
+  llvm::PHINode* out = B.CreatePHI(result, 2);
   left->addIncoming(exec, entry);
-  out->addIncoming(llvm::Constant::getNullValue(vf64), entry);
+  out->addIncoming(llvm::Constant::getNullValue(result), entry);
   B.CreateCondBr(B.CreateICmpEQ(left, B.getInt32(0)), done, body);
   B.SetInsertPoint(body);
   llvm::Value* l = B.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, left, B.getTrue());
-  llvm::Value* r = B.CreateCall(type, fn, {B.CreateExtractElement(x, l)});
+  std::vector<llvm::Value*> lane_args;
+  for (llvm::Value* a : args)
+    lane_args.push_back(a->getType()->isVectorTy() ? B.CreateExtractElement(a, l) : a);
+  llvm::Value* r = B.CreateCall(type, fn, lane_args);
   left->addIncoming(B.CreateAnd(left, B.CreateSub(left, B.getInt32(1))), body);
   out->addIncoming(B.CreateInsertElement(out, r, l), body);
   B.CreateBr(loop);
   B.SetInsertPoint(done);
   return out;
+}
+
+// A host math function (Helpers offset `helper`) of each lane in `exec`, on doubles.
+llvm::Value* Gen::call_math(size_t helper, llvm::Value* x, llvm::Value* exec) {
+  return per_lane(helper, llvm::FunctionType::get(B.getDoubleTy(), {B.getDoubleTy()}, false), {x}, exec);
+}
+
+// Arithmetic in a directed rounding mode: Helpers::f32_directed / f64_directed per lane.
+llvm::Value* Gen::emit_directed(const Insn& in, llvm::Value* exec) {
+  const bool f64 = in.type == PType::f64;
+  const uint32_t form = uint32_t(in.op) | uint32_t(in.mode) << 8 |
+                        uint32_t((in.flags & k_f_ftz) != 0) << 16 | uint32_t((in.flags & k_f_sat) != 0) << 17;
+  llvm::IntegerType* et = f64 ? i64 : i32;
+  std::vector<llvm::Value*> args{B.getInt32(form)};
+  for (int i = 0; i < 3; ++i) {
+    llvm::Value* v = i < in.nsrc ? src(in.src[i]) : splat(0);
+    args.push_back(f64 ? v : narrow(v, 32));
+  }
+  llvm::FunctionType* type = llvm::FunctionType::get(et, {i32, et, et, et}, false);
+  llvm::Value* r = per_lane(f64 ? offsetof(Helpers, f64_directed) : offsetof(Helpers, f32_directed),
+                            type, args, exec);
+  return f64 ? r : B.CreateZExt(r, v64);
 }
 
 // sem::ex2/lg2/sin/cos/tanh_approx_f32: the host function on the double, rounded to f32.
@@ -566,6 +594,14 @@ llvm::Value* Gen::emit_float_convert(const Insn& in) {
     }
     return B.CreateSelect(B.CreateFCmpUNO(f, f), quiet, bits);
   }
+  if (dt == PType::f32 && st == PType::f32 && (in.flags & k_f_sat)) {
+    // sem::cvt's .sat: NaN and everything with the sign bit to +0, above 1 to 1 (f was flushed
+    // for .ftz above)
+    llvm::Value* bits = B.CreateBitCast(f, v32);
+    llvm::Value* zero = B.CreateOr(B.CreateFCmpUNO(f, f), B.CreateICmpSLT(bits, splat32(0)));
+    llvm::Value* r = B.CreateSelect(B.CreateICmpUGT(bits, splat32(0x3f800000u)), splat32(0x3f800000u), bits);
+    return B.CreateZExt(B.CreateSelect(zero, splat32(0), r), v64);
+  }
   if (dt == PType::f32) {
     if (st == PType::f32) {
       llvm::Intrinsic::ID round = llvm::Intrinsic::trunc;
@@ -586,9 +622,13 @@ llvm::Value* Gen::emit_float_convert(const Insn& in) {
 // Which cvt forms emit_float_convert() writes: no .sat/.relu/.satfinite, round to nearest when
 // the result is narrower or a float made from an integer, integer rounding modes otherwise.
 bool Gen::float_convert_form(const Insn& in) const {
-  if (in.nsrc != 1 || (in.flags & (k_f_sat | k_f_relu | k_f_satfinite))) return false;
   const PType dt = in.type, st = in.type2;
   const uint8_t mode = in.mode;
+  // cvt{.ftz}.sat.f32.f32: the clamp to [0, 1]
+  if (in.nsrc == 1 && dt == PType::f32 && st == PType::f32 && (in.flags & k_f_sat) &&
+      !(in.flags & (k_f_relu | k_f_satfinite)) && (mode == k_rnd_default || mode == k_rnd_rn))
+    return true;
+  if (in.nsrc != 1 || (in.flags & (k_f_sat | k_f_relu | k_f_satfinite))) return false;
   const bool nearest = mode == k_rnd_default || mode == k_rnd_rn;
   if (is_integer(st)) return (dt == PType::f32 || dt == PType::f64) && nearest && !(in.flags & k_f_ftz);
   if (!is_float_type(st)) return false;

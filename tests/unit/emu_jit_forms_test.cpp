@@ -175,7 +175,9 @@ std::string kernel(const Form& f, bool predicated) {
   for (size_t at = 0, next; at <= insn.size(); at = next + 1) {
     next = insn.find('\n', at);
     if (next == std::string::npos) next = insn.size();
-    body += (predicated ? "@%sel " : "") + insn.substr(at, next - at) + ";\n";
+    const std::string line = insn.substr(at, next - at);
+    if (!line.empty() && line.back() == ':') body += line + "\n"; // a label
+    else body += (predicated ? "@%sel " : "") + line + ";\n";
   }
   switch (width(f.dst)) {
   case 1: body += "selp.u64 %rd20, 1, 0, %d;\n"; break;
@@ -191,6 +193,7 @@ std::string kernel(const Form& f, bool predicated) {
 .reg .pred %p0;
 .reg .pred %sel;
 .reg .b32 %r<8>;
+.reg .b16 %rs<8>;
 .reg .b64 %rd<24>;
 .reg .b64 %tab;
 .reg .b64 %shp;
@@ -386,6 +389,26 @@ const Form k_forms[] = {
     {"rem_u64", "rem.u64 {d}, {a}, {b}", K::b64, K::b64, K::b64, K::pred, 2},
     {"div_s16", "div.s16 {d}, {a}, {b}", K::b16, K::b16, K::b16, K::pred, 2},
     {"min_s32", "min.s32 {d}, {a}, {b}", K::s32, K::s32, K::s32, K::pred, 2},
+    {"mul_hi_u32", "mul.hi.u32 {d}, {a}, {b}", K::b32, K::b32, K::b32, K::pred, 2},
+    {"mul_hi_s64", "mul.hi.s64 {d}, {a}, {b}", K::s64, K::s64, K::s64, K::pred, 2},
+    {"mad_hi_s32", "mad.hi.s32 {d}, {a}, {b}, {c}", K::s32, K::s32, K::s32, K::s32, 3},
+    {"add_sat_s32", "add.sat.s32 {d}, {a}, {b}", K::s32, K::s32, K::s32, K::pred, 2},
+    {"sub_sat_s32", "sub.sat.s32 {d}, {a}, {b}", K::s32, K::s32, K::s32, K::pred, 2},
+    {"add_cc_addc", "add.cc.u32 %r6, {a}, {b}\naddc.u32 {d}, {a}, {c}", K::b32, K::b32, K::b32, K::b32, 3},
+    {"sub_cc_subc", "sub.cc.u32 %r6, {a}, {b}\nsubc.cc.u32 %r7, {b}, {a}\nsubc.u32 {d}, {c}, {a}", K::b32, K::b32, K::b32, K::b32, 3},
+    {"mad_cc_madc", "mad.lo.cc.u32 %r6, {a}, {b}, {c}\nmadc.hi.cc.u32 %r7, {a}, {b}, {c}\naddc.u32 {d}, %r6, %r7", K::b32, K::b32, K::b32, K::b32, 3},
+    {"add_cc_u64", "add.cc.u64 %rd14, {a}, {b}\naddc.cc.u64 {d}, {b}, {c}", K::b64, K::b64, K::b64, K::b64, 3},
+    {"pack_b64", "mov.b64 {d}, {{a}, {b}}", K::b64, K::b32, K::b32, K::pred, 2},
+    {"unpack_b64", "mov.b64 {{d}, %r6}, {a}", K::b32, K::b64, K::pred, K::pred, 1},
+    {"unpack_b32", "mov.b32 {%rs6, {d}}, {a}", K::b16, K::b32, K::pred, K::pred, 1},
+    {"shf_l_wrap", "shf.l.wrap.b32 {d}, {a}, {b}, {c}", K::b32, K::b32, K::b32, K::shift, 3},
+    {"shf_r_clamp", "shf.r.clamp.b32 {d}, {a}, {b}, {c}", K::b32, K::b32, K::b32, K::shift, 3},
+    {"prmt_b32", "prmt.b32 {d}, {a}, {b}, {c}", K::b32, K::b32, K::b32, K::b32, 3},
+    {"brev_b32", "brev.b32 {d}, {a}", K::b32, K::b32, K::pred, K::pred, 1},
+    {"brev_b64", "brev.b64 {d}, {a}", K::b64, K::b64, K::pred, K::pred, 1},
+    {"bfind_u32", "bfind.u32 {d}, {a}", K::b32, K::b32, K::pred, K::pred, 1},
+    {"bfind_s64", "bfind.s64 {d}, {a}", K::b32, K::s64, K::pred, K::pred, 1},
+    {"bfind_shiftamt_s32", "bfind.shiftamt.s32 {d}, {a}", K::b32, K::s32, K::pred, K::pred, 1},
     {"max_u64", "max.u64 {d}, {a}, {b}", K::b64, K::b64, K::b64, K::pred, 2},
     {"shl_b32", "shl.b32 {d}, {a}, {b}", K::b32, K::b32, K::shift, K::pred, 2},
     {"shr_s32", "shr.s32 {d}, {a}, {b}", K::s32, K::s32, K::shift, K::pred, 2},
@@ -419,6 +442,12 @@ const Form k_forms[] = {
     {"setp_num_f32", "setp.num.f32 {d}, {a}, {b}", K::pred, K::f32, K::f32, K::pred, 2},
     {"setp_le_f64", "setp.le.f64 {d}, {a}, {b}", K::pred, K::f64, K::f64, K::pred, 2},
     {"add_ftz_sat_f32", "add.ftz.sat.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"add_rz_f32", "add.rz.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"fma_rm_ftz_sat_f32", "fma.rm.ftz.sat.f32 {d}, {a}, {b}, {c}", K::f32, K::f32, K::f32, K::f32, 3},
+    {"div_rp_sat_f32", "div.rp.sat.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
+    {"sqrt_rz_f32", "sqrt.rz.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
+    {"mul_rp_f64", "mul.rp.f64 {d}, {a}, {b}", K::f64, K::f64, K::f64, K::pred, 2},
+    {"fma_rz_f64", "fma.rz.f64 {d}, {a}, {b}, {c}", K::f64, K::f64, K::f64, K::f64, 3},
     {"mul_rn_sat_f32", "mul.rn.sat.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
     {"fma_rn_ftz_f32", "fma.rn.ftz.f32 {d}, {a}, {b}, {c}", K::f32, K::f32, K::f32, K::f32, 3},
     {"div_rn_f32", "div.rn.f32 {d}, {a}, {b}", K::f32, K::f32, K::f32, K::pred, 2},
@@ -501,6 +530,8 @@ const Form k_forms[] = {
     {"cvt_rzi_s32_f64", "cvt.rzi.s32.f64 {d}, {a}", K::s32, K::f64, K::pred, K::pred, 1},
     {"cvt_rni_u16_f32", "cvt.rni.u16.f32 {d}, {a}", K::b16, K::f32, K::pred, K::pred, 1},
     {"cvt_rni_f32_f32", "cvt.rni.f32.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
+    {"cvt_sat_f32_f32", "cvt.sat.f32.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
+    {"cvt_ftz_sat_f32_f32", "cvt.ftz.sat.f32.f32 {d}, {a}", K::f32, K::f32, K::pred, K::pred, 1},
     {"cvt_rzi_f64_f64", "cvt.rzi.f64.f64 {d}, {a}", K::f64, K::f64, K::pred, K::pred, 1},
     // memory: atomics where lanes meet at the same words, local memory
     {"atom_global_add_u32", "atom.global.add.u32 {d}, [{p}], {b}", K::b32, K::b32, K::b32, K::pred, 2},
@@ -528,6 +559,13 @@ const Form k_forms[] = {
     {"vote_all", "vote.sync.all.pred {d}, {a}, 0xffffffff", K::pred, K::pred, K::pred, K::pred, 1, false, true},
     {"vote_uni", "vote.sync.uni.pred {d}, {a}, 0xffffffff", K::pred, K::pred, K::pred, K::pred, 1, false, true},
     {"activemask", "activemask.b32 {d}", K::b32, K::pred, K::pred, K::pred, 0},
+    // in a diverged warp: the even lanes, then the odd ones, each with its own membermask
+    {"shfl_diverged",
+     "mov.u32 %r6, %laneid\nand.b32 %r7, %r6, 1\nsetp.ne.u32 %p0, %r7, 0\n@%p0 bra ODD\n"
+     "shfl.sync.bfly.b32 {d}, {a}, 2, 0x1f, 0x55555555\nvote.sync.ballot.b32 %r6, %p0, 0x55555555\n"
+     "add.u32 {d}, {d}, %r6\nbra.uni JOIN\nODD:\nshfl.sync.down.b32 {d}, {a}, 4, 0x1f, 0xaaaaaaaa\n"
+     "activemask.b32 %r6\nadd.u32 {d}, {d}, %r6\nJOIN:",
+     K::b32, K::b32, K::pred, K::pred, 1, false, true},
     {"redux_add", "redux.sync.add.u32 {d}, {a}, 0xffffffff", K::b32, K::b32, K::pred, K::pred, 1, false, true},
     {"redux_min_s32", "redux.sync.min.s32 {d}, {a}, 0xffffffff", K::b32, K::s32, K::pred, K::pred, 1, false, true},
     {"match_any", "match.any.sync.b32 {d}, {a}, 0xffffffff", K::b32, K::lane, K::pred, K::pred, 1, false, true},
