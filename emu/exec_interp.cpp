@@ -272,6 +272,7 @@ struct BlockRunner::State {
     f.widx = widx;
     f.steps = steps;
     f.status = 0;
+    f.taken = 0;
     f.spin = w.spin;
     f.spin_limit = k_spin_limit;
     f.seq = w.seq;
@@ -283,7 +284,14 @@ struct BlockRunner::State {
     f.issue = res.cost.issue;
     f.unflushed = unflushed;
     code->run(&f);
-    if (w.converged) {
+    if (f.taken) {
+      // step()'s divergent branch: its lanes go to the target, the rest to the next instruction
+      diverge(w);
+      each(f.active, [&](int l) { w.pc[l] = (f.taken >> l) & 1 ? f.target : f.pc; });
+      w.spin = f.spin;
+      try_converge(w);
+      if (w.converged) w.spin = w.rotate_steps = 0;
+    } else if (w.converged) {
       w.cpc = f.pc;
       // what step() does after every step of a converged warp
       if (f.steps) w.spin = w.rotate_steps = 0;

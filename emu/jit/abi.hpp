@@ -18,7 +18,7 @@ struct CompiledKernel;
 namespace hone::emu::jit {
 
 // Bumped whenever Frame, Helpers or Api change: the runner refuses a library of another version.
-constexpr uint32_t k_abi_version = 9;
+constexpr uint32_t k_abi_version = 10;
 
 // Uniform special registers, the same in every lane of a block (Frame::uniform).
 enum Uniform : uint32_t {
@@ -69,7 +69,10 @@ struct Frame {
   uint32_t stop = 0;                // in: a group stops before reaching it (converged: ~0)
   uint32_t spin = 0;                // in/out: Warp::spin, backward branches of a diverged warp
   uint32_t spin_limit = 0;          // in: at this many the interpreter lets other lanes run
-  uint32_t pad = 0;
+  // out: when the code stopped after a branch that split the running lanes, those that took it
+  // (to `target`; the others go on at `pc`), else 0
+  uint32_t taken = 0;
+  uint32_t target = 0;
   // in/out: the warp's timeline (Warp::seq, region_end, cycles) and the block's counters.
   uint64_t seq = 0;
   uint64_t region_end = 0;

@@ -90,11 +90,6 @@ void Gen::emit_branch(uint32_t pc) {
   const Insn& in = k.code[pc];
   const uint32_t n = uint32_t(k.code.size());
   llvm::Value* exec = exec_of(in);
-  if (in.guard != k_no_slot) {
-    // lanes going both ways: the interpreter diverges the warp
-    llvm::Value* split = B.CreateAnd(B.CreateICmpNE(exec, active), B.CreateICmpNE(exec, B.getInt32(0)));
-    exit_if(split, pc);
-  }
   if (in.target <= pc) {
     // note_backward(): a diverged warp counts the backward branches its lanes take; at the
     // limit the interpreter lets the other lanes run
@@ -116,6 +111,17 @@ void Gen::emit_branch(uint32_t pc) {
     else exit_at(in.target);
     return;
   }
+  // Lanes going both ways: the branch is taken, and compiled code returns with the lanes that
+  // take it in Frame::taken; the runner diverges the warp as step() does.
+  llvm::Value* split = B.CreateAnd(B.CreateICmpNE(exec, active), B.CreateICmpNE(exec, B.getInt32(0)));
+  auto* split_bb = llvm::BasicBlock::Create(C, "", F);
+  auto* uniform_bb = llvm::BasicBlock::Create(C, "", F);
+  B.CreateCondBr(split, split_bb, uniform_bb);
+  B.SetInsertPoint(split_bb);
+  store_field(offsetof(Frame, taken), exec);
+  store_field(offsetof(Frame, target), B.getInt32(in.target));
+  exit_at(pc + 1);
+  B.SetInsertPoint(uniform_bb);
   if (!taken || !fall) {
     // past the end of the code: the interpreter reports it
     llvm::Value* to = B.CreateSelect(B.CreateICmpEQ(exec, active), B.getInt32(in.target), B.getInt32(pc + 1));
