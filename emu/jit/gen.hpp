@@ -133,7 +133,8 @@ private:
   void emit_param_load(const Insn& in, llvm::Value* mask);
   bool memory_form(const Insn& in) const;
   bool atomic_form(const Insn& in) const;
-  void emit_atomic(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm::Value* mask);
+  void emit_atomic(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm::Value* mask,
+                   bool block_local);
   void emit_warp(const Insn& in, llvm::Value* exec, llvm::Value* mask);
   llvm::Value* lane_ids(); // <0, 1, ..., 31> as i32
   llvm::Value* emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, llvm::Value* t);

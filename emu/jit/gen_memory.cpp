@@ -52,7 +52,8 @@ bool Gen::atomic_form(const Insn& in) const {
 
 // The atomic operation of `in` at host addresses `host`, lane by lane in lane order, each one
 // atomic (other blocks may run at once on other host threads); atom's results to its destination.
-void Gen::emit_atomic(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm::Value* mask) {
+void Gen::emit_atomic(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm::Value* mask,
+                      bool block_local) {
   const IntInfo t = int_info(in.type);
   llvm::IntegerType* et = B.getIntNTy(t.width);
   llvm::Value* a = narrow(src(in.src[0]), t.width);
@@ -74,68 +75,72 @@ void Gen::emit_atomic(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm
   llvm::Value* p = B.CreateIntToPtr(B.CreateExtractElement(host, l), et->getPointerTo());
   llvm::Value* al = B.CreateExtractElement(a, l);
   llvm::Value* old = nullptr;
-  using Op = llvm::AtomicRMWInst::BinOp;
-  auto rmw = [&](Op op) {
-    return B.CreateAtomicRMW(op, p, al, llvm::MaybeAlign(t.width / 8), ordering);
-  };
-  switch (in.mode) {
-  case k_atom_add:
-    old = rmw(Op::Add);
-    break;
-  case k_atom_and:
-    old = rmw(Op::And);
-    break;
-  case k_atom_or:
-    old = rmw(Op::Or);
-    break;
-  case k_atom_xor:
-    old = rmw(Op::Xor);
-    break;
-  case k_atom_exch:
-    old = rmw(Op::Xchg);
-    break;
-  case k_atom_min:
-    old = rmw(t.is_signed ? Op::Min : Op::UMin);
-    break;
-  case k_atom_max:
-    old = rmw(t.is_signed ? Op::Max : Op::UMax);
-    break;
-  case k_atom_cas: {
-    auto* x = B.CreateAtomicCmpXchg(p, al, B.CreateExtractElement(b, l),
-                                    llvm::MaybeAlign(t.width / 8), ordering, ordering);
-    old = B.CreateExtractValue(x, 0);
-    break;
-  }
-  default: {
-    // inc: old >= a ? 0 : old + 1; dec: old == 0 || old > a ? a : old - 1 (unsigned), by a
-    // compare-and-swap loop as the interpreter's
-    llvm::BasicBlock* from = B.GetInsertBlock();
-    auto* retry = llvm::BasicBlock::Create(C, "", F);
-    auto* swapped = llvm::BasicBlock::Create(C, "", F);
-    auto* first = B.CreateLoad(et, p);
-    first->setAtomic(ordering);
-    first->setAlignment(llvm::Align(t.width / 8));
-    B.CreateBr(retry);
-    B.SetInsertPoint(retry);
-    llvm::PHINode* cur = B.CreatePHI(et, 2);
-    cur->addIncoming(first, from);
-    llvm::Value* next;
-    if (in.mode == k_atom_inc) {
-      next = B.CreateSelect(B.CreateICmpUGE(cur, al), llvm::ConstantInt::get(et, 0),
-                            B.CreateAdd(cur, llvm::ConstantInt::get(et, 1)));
-    } else {
-      llvm::Value* wrap =
-          B.CreateOr(B.CreateICmpEQ(cur, llvm::ConstantInt::get(et, 0)), B.CreateICmpUGT(cur, al));
-      next = B.CreateSelect(wrap, al, B.CreateSub(cur, llvm::ConstantInt::get(et, 1)));
+  // atomic_apply(): the new value from the old one
+  auto apply = [&](llvm::Value* cur) -> llvm::Value* {
+    llvm::Value* zero = llvm::ConstantInt::get(et, 0);
+    llvm::Value* one = llvm::ConstantInt::get(et, 1);
+    switch (in.mode) {
+    case k_atom_add: return B.CreateAdd(cur, al);
+    case k_atom_and: return B.CreateAnd(cur, al);
+    case k_atom_or: return B.CreateOr(cur, al);
+    case k_atom_xor: return B.CreateXor(cur, al);
+    case k_atom_exch: return al;
+    case k_atom_min: // std::min(old, a): a < old ? a : old
+      return B.CreateSelect(t.is_signed ? B.CreateICmpSLT(al, cur) : B.CreateICmpULT(al, cur), al, cur);
+    case k_atom_max: // std::max(old, a): old < a ? a : old
+      return B.CreateSelect(t.is_signed ? B.CreateICmpSLT(cur, al) : B.CreateICmpULT(cur, al), al, cur);
+    case k_atom_cas: return B.CreateSelect(B.CreateICmpEQ(cur, al), B.CreateExtractElement(b, l), cur);
+    case k_atom_inc: return B.CreateSelect(B.CreateICmpUGE(cur, al), zero, B.CreateAdd(cur, one));
+    default: // dec
+      return B.CreateSelect(B.CreateOr(B.CreateICmpEQ(cur, zero), B.CreateICmpUGT(cur, al)), al,
+                            B.CreateSub(cur, one));
     }
-    auto* x =
-        B.CreateAtomicCmpXchg(p, cur, next, llvm::MaybeAlign(t.width / 8), ordering, ordering);
-    cur->addIncoming(B.CreateExtractValue(x, 0), retry);
-    B.CreateCondBr(B.CreateExtractValue(x, 1), swapped, retry);
-    B.SetInsertPoint(swapped);
+  };
+  const llvm::Align align(t.width / 8);
+  if (block_local) {
+    // shared memory: only this block's host thread touches it, so a plain read-modify-write is
+    // what an atomic one would do
+    auto* cur = B.CreateAlignedLoad(et, p, align);
+    tag(cur, m_tbaa_memory);
+    auto* st = B.CreateAlignedStore(apply(cur), p, align);
+    tag(st, m_tbaa_memory);
     old = cur;
-    break;
-  }
+  } else {
+    using Op = llvm::AtomicRMWInst::BinOp;
+    auto rmw = [&](Op op) { return B.CreateAtomicRMW(op, p, al, align, ordering); };
+    switch (in.mode) {
+    case k_atom_add: old = rmw(Op::Add); break;
+    case k_atom_and: old = rmw(Op::And); break;
+    case k_atom_or: old = rmw(Op::Or); break;
+    case k_atom_xor: old = rmw(Op::Xor); break;
+    case k_atom_exch: old = rmw(Op::Xchg); break;
+    case k_atom_min: old = rmw(t.is_signed ? Op::Min : Op::UMin); break;
+    case k_atom_max: old = rmw(t.is_signed ? Op::Max : Op::UMax); break;
+    case k_atom_cas: {
+      auto* x = B.CreateAtomicCmpXchg(p, al, B.CreateExtractElement(b, l), align, ordering, ordering);
+      old = B.CreateExtractValue(x, 0);
+      break;
+    }
+    default: {
+      // inc and dec: a compare-and-swap loop, as the interpreter's
+      llvm::BasicBlock* from = B.GetInsertBlock();
+      auto* retry = llvm::BasicBlock::Create(C, "", F);
+      auto* swapped = llvm::BasicBlock::Create(C, "", F);
+      auto* first = B.CreateLoad(et, p);
+      first->setAtomic(ordering);
+      first->setAlignment(align);
+      B.CreateBr(retry);
+      B.SetInsertPoint(retry);
+      llvm::PHINode* cur = B.CreatePHI(et, 2);
+      cur->addIncoming(first, from);
+      auto* x = B.CreateAtomicCmpXchg(p, cur, apply(cur), align, ordering, ordering);
+      cur->addIncoming(B.CreateExtractValue(x, 0), retry);
+      B.CreateCondBr(B.CreateExtractValue(x, 1), swapped, retry);
+      B.SetInsertPoint(swapped);
+      old = cur;
+      break;
+    }
+    }
   }
   llvm::Value* next_olds = B.CreateInsertElement(olds, old, l);
   llvm::Value* next_left = B.CreateAnd(left, B.CreateSub(left, B.getInt32(1)));
@@ -335,9 +340,9 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
   }
 
   llvm::FunctionType* account_type = helper_type; // (Frame*, pc, count, issue_at) -> latency
-  auto access = [&](llvm::Value* host) {
+  auto access = [&](llvm::Value* host, bool shared) {
     if (atomic)
-      emit_atomic(in, host, exec, mask);
+      emit_atomic(in, host, exec, mask, shared);
     else
       emit_access(in, host, exec, mask);
   };
@@ -368,7 +373,7 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
 
     B.SetInsertPoint(global_bb);
     llvm::Value* scratch = load_field(offsetof(Frame, sectors), i8->getPointerTo());
-    access(addr);
+    access(addr, false);
     {
       llvm::Value* count;
       // the sectors of the lanes; flush_memory() only counts their set, so a lane that repeats the
@@ -394,7 +399,7 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
     {
       llvm::Value* count;
       llvm::Value* scratch = load_field(offsetof(Frame, words), i8->getPointerTo());
-      access(B.CreateAdd(window_offset, B.CreateVectorSplat(k_lanes, shared_base)));
+      access(B.CreateAdd(window_offset, B.CreateVectorSplat(k_lanes, shared_base)), true);
       // the 4-byte words each lane touched: one for accesses of up to 4 bytes, else total / 4
       // (flush_memory() only counts their set: a lane repeating the word before it is left out)
       const uint32_t words = total >= 4 ? uint32_t(total / 4) : 1;
@@ -432,7 +437,7 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
       llvm::Value* host = B.CreateAdd(B.CreateAdd(B.CreateVectorSplat(k_lanes, frames),
                                                   B.CreateMul(thread, splat(k.local_bytes))),
                                       window_offset);
-      access(host);
+      access(host, false);
       llvm::Value* bytes = B.CreateMul(B.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, exec),
                                        B.getInt32(uint32_t(total)));
       latencies.push_back(
