@@ -73,10 +73,6 @@ void Connection::on_readable() {
       close("peer sent more descriptors than a frame may carry");
       return;
     }
-    if (m_fds.size() > k_max_pending_fds) {
-      close("peer sent descriptors without frames that carry them");
-      return;
-    }
     if (n == 0) {
       // Whole frames that came before the end still count: a worker's last verdict, a shim's
       // final report.
@@ -85,6 +81,14 @@ void Connection::on_readable() {
       return;
     }
     m_in.append(buf, size_t(n));
+    // A read stops once it brings descriptors, so a burst of frames that carry one each (a
+    // shim's captures) arrives one read at a time: the frames already whole take theirs now, and
+    // only the descriptors of frames still to come wait.
+    if (!m_fds.empty() && (!parse_frames() || m_closing)) return;
+    if (m_fds.size() > k_max_pending_fds) {
+      close("peer sent descriptors without frames that carry them");
+      return;
+    }
   }
   if (!parse_frames()) return;
   wait_readable();

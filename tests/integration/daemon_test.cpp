@@ -710,6 +710,39 @@ TEST(Daemon, MalformedFramesAreRefused) {
   expect_clean_stop(*d);
 }
 
+// A shim sends its captures back to back, each frame with a descriptor; however many are queued
+// when honed reads, each frame takes its own and the connection stays up.
+TEST(Daemon, ManyFramesWithDescriptorsInABurst) {
+  auto d = start_daemon();
+  ASSERT_TRUE(d);
+  auto c = connect_as(d->socket(), proto::ClientKind::ctl);
+  ASSERT_TRUE(c) << c.error().message;
+  constexpr int k_frames = 64;
+  std::string request = R"({"cmd":"status","top":0})";
+  for (int i = 0; i < k_frames; ++i) {
+    int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    wire::Writer w;
+    w.raw(request.data(), request.size());
+    auto sent = c->send(proto::frame(proto::MsgType::control, uint32_t(100 + i), w,
+                                     proto::k_flag_fd),
+                        fd);
+    ::close(fd);
+    ASSERT_TRUE(sent) << "frame " << i << ": " << sent.error().message;
+  }
+  for (int i = 0; i < k_frames; ++i) {
+    auto f = c->receive(10s);
+    ASSERT_TRUE(f) << "reply " << i << ": " << f.error().message;
+    EXPECT_EQ(f->header.type, proto::MsgType::control);
+    EXPECT_EQ(f->header.seq, uint32_t(100 + i));
+    auto reply = json::parse(f->payload);
+    EXPECT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  }
+  auto r = control(*c, {{"cmd", "status"}, {"top", 0}});
+  ASSERT_TRUE(r) << r.error().message;
+  expect_clean_stop(*d);
+}
+
 TEST(Daemon, ImportRefusesDescriptorsThatAreNotFiles) {
   auto d = start_daemon();
   ASSERT_TRUE(d);
