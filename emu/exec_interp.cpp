@@ -23,7 +23,7 @@ namespace {
 
 using ptx::Type;
 constexpr int k_lanes = 32;
-constexpr uint32_t k_slice = 512;     // warp steps before the next warp gets a turn
+constexpr uint32_t k_slice = k_schedule_slice; // warp steps before the next warp gets a turn
 constexpr uint64_t k_budget_flush = 1u << 16;
 constexpr int k_barriers = 16;
 constexpr uint8_t k_sync_wait = 0xff; // Warp::bar of lanes waiting for a .sync warp instruction
@@ -1217,7 +1217,8 @@ struct BlockRunner::State {
     for (auto& b : bars) b = Barrier{};
     // The schedule: warps take turns in index order, k_slice steps each, unless a seed varies it
     // (LaunchRequest::schedule_seed): then a seeded permutation of the warps, started at a seeded
-    // rotation each round, with turns of k_slice/8 to k_slice steps. Which warp runs when never
+    // rotation each round, with turns of k_slice/8 to k_slice steps or, one in four, until the
+    // warp waits (seeded_slice). Which warp runs when never
     // changes what a race-free block computes, nor its cost (sums over the instructions each warp
     // executes, each warp's own timeline, sets of sectors; only a warp that spins executes more or
     // less).
@@ -1239,7 +1240,7 @@ struct BlockRunner::State {
         uint32_t slice = k_slice;
         if (varied) {
           wi = order[(first + turn) % nwarps];
-          slice = k_slice / 8 + uint32_t(next_random(rng) % (k_slice - k_slice / 8 + 1));
+          slice = seeded_slice(next_random(rng));
         }
         Warp& w = warps[wi];
         if (!w.alive) {

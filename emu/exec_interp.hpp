@@ -29,6 +29,22 @@ inline uint64_t schedule_mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Warp steps in one turn of a warp under the fixed schedule.
+constexpr uint32_t k_schedule_slice = 512;
+// Under a seeded schedule, a turn that lets the warp run on until it waits at a barrier or exits
+// (or this many steps, for warps that spin on another warp): one turn in four. Short turns
+// interleave the warps finely; long ones let a warp run a whole phase ahead of the others, which
+// is what exposes a missing barrier (a warp reads what its neighbours have not written yet), a
+// race that turns of similar length keep hidden when the warps do similar work.
+constexpr uint32_t k_schedule_long_slice = 1u << 16;
+
+// The length of the next turn under a seeded schedule, from its generator's next output `r`.
+inline uint32_t seeded_slice(uint64_t r) {
+  if ((r & 3) == 0) return k_schedule_long_slice;
+  r >>= 2;
+  return k_schedule_slice / 8 + uint32_t(r % (k_schedule_slice - k_schedule_slice / 8 + 1));
+}
+
 // What every block of one launch shares.
 struct LaunchShared {
   const CompiledKernel* kernel = nullptr;
