@@ -1967,6 +1967,91 @@ TEST_F(Driver, KernelTimingIsMonotonicAndDeterministic) {
   EXPECT_EQ(first, second);
 }
 
+// Each thread stages 40 words of a 40 KiB tile, then reads the first word its neighbour warp
+// staged (as a convolution reads its window): without the barrier (sync = 0) that is a race the
+// reader wins only when it runs its whole staging loop (some 760 steps) before the neighbour
+// starts, which turns of 64 to 512 steps never let it do.
+constexpr const char* k_staged_ptx = R"(
+.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry staged(.param .u64 out, .param .u32 sync)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<4>;
+    .shared .align 4 .b8 tile[40960];
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r10, [sync];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %r1;
+    mov.u32 %r4, tile;
+STAGE:
+    shl.b32 %r3, %r2, 2;
+    add.u32 %r5, %r4, %r3;
+    xor.b32 %r12, %r2, 0x5a5a;
+    xor.b32 %r12, %r12, 0x5a5a;
+    add.u32 %r13, %r12, 1;
+    sub.u32 %r13, %r13, 1;
+    add.u32 %r13, %r13, 2;
+    sub.u32 %r13, %r13, 2;
+    add.u32 %r13, %r13, 3;
+    sub.u32 %r13, %r13, 3;
+    add.u32 %r13, %r13, 4;
+    sub.u32 %r13, %r13, 4;
+    add.u32 %r13, %r13, 5;
+    sub.u32 %r13, %r13, 5;
+    st.shared.u32 [%r5], %r13;
+    add.u32 %r2, %r2, 256;
+    setp.lt.u32 %p1, %r2, 10240;
+    @%p1 bra STAGE;
+    setp.eq.u32 %p2, %r10, 0;
+    @%p2 bra READ;
+    bar.sync 0;
+READ:
+    add.u32 %r6, %r1, 32;
+    and.b32 %r6, %r6, 255;
+    shl.b32 %r6, %r6, 2;
+    add.u32 %r7, %r4, %r6;
+    ld.shared.u32 %r8, [%r7];
+    mov.u32 %r9, %ctaid.x;
+    mad.lo.u32 %r11, %r9, 256, %r1;
+    mul.wide.u32 %rd2, %r11, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r8;
+    ret;
+}
+)";
+
+// Seeded schedules expose a missing barrier between staging and reading, under every seed (one
+// turn in four runs a warp until it waits); with the barrier every seed gives the right result.
+TEST_F(Driver, SeededSchedulesExposeAMissingBarrier) {
+  CUfunction f = function(load(k_staged_ptx), "staged");
+  constexpr unsigned k_blocks = 8, k_threads = 256;
+  CUdeviceptr out = alloc(k_blocks * k_threads * 4);
+  auto run = [&](const char* seed, unsigned sync) {
+    std::vector<uint32_t> got(k_blocks * k_threads, 0xffffffffu);
+    EXPECT_EQ(CUDA_SUCCESS, cuMemsetD32(out, 0xffffffffu, got.size()));
+    set_schedule_seed(seed);
+    void* args[] = {&out, &sync};
+    EXPECT_EQ(CUDA_SUCCESS, cuLaunchKernel(f, k_blocks, 1, 1, k_threads, 1, 1, 0, nullptr, args,
+                                           nullptr));
+    EXPECT_EQ(CUDA_SUCCESS, cuCtxSynchronize());
+    set_schedule_seed(nullptr);
+    EXPECT_EQ(CUDA_SUCCESS, cuMemcpyDtoH(got.data(), out, got.size() * 4));
+    size_t wrong = 0;
+    for (size_t g = 0; g < got.size(); ++g) wrong += got[g] != ((g % k_threads) + 32) % k_threads;
+    return wrong;
+  };
+  const char* seeds[] = {"1", "2", "3", "4", "0x5eed", "12345"};
+  for (const char* seed : seeds) {
+    EXPECT_EQ(run(seed, 1), 0u) << "seed " << seed << ", with the barrier";
+    EXPECT_GT(run(seed, 0), 0u) << "seed " << seed << ", without the barrier: the race hid";
+  }
+  EXPECT_EQ(run(nullptr, 1), 0u);
+}
+
 TEST_F(Driver, TheScheduleSeedLeavesRaceFreeResultsAndTimesAlone) {
   CUfunction f = function(load(k_vec_add_ptx), "vec_add");
   CUevent a = nullptr, b = nullptr;
