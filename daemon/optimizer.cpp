@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <limits>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -359,8 +360,17 @@ void Optimizer::start_job(JobEntry& job) {
   }
   spdlog::info("job {}: queued for a worker, to validate on {} captured launch(es)", job.id,
                j.captures.size());
-  // A person waiting on `honectl submit` goes ahead of the background strategies.
-  m_workers->submit(job.id, encode_bundle(j, views), !job.session);
+  // A person waiting on `honectl submit` goes ahead of the background strategies, and those go
+  // in order of their expected gain per GPU-second: the validation budget goes first to the
+  // candidates most likely to pay off (specializing, ahead of re-JITs that rarely do).
+  double priority = std::numeric_limits<double>::infinity();
+  if (job.session) {
+    priority = 0;
+    for (const auto& s : m_strategies) {
+      if (s->id() == job.candidate.strategy) priority = expected_gain_per_second(*s);
+    }
+  }
+  m_workers->submit(job.id, encode_bundle(j, views), priority);
 }
 
 // ---- verdicts ----------------------------------------------------------------------------------

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -73,20 +75,19 @@ void WorkerPool::stop() {
     m_current = 0;
     m_on_verdict(j, failed(j, VerdictKind::internal, "honed stopped before the job finished"));
   }
-  for (auto& [job, bundle] : queue) {
+  for (auto& [job, bundle, priority] : queue) {
     m_on_verdict(job, failed(job, VerdictKind::internal, "honed stopped before the job ran"));
   }
 }
 
-void WorkerPool::submit(uint64_t job, std::string bundle, bool first) {
+void WorkerPool::submit(uint64_t job, std::string bundle, double priority) {
   if (m_stopping) {
     m_on_verdict(job, failed(job, VerdictKind::internal, "honed is stopping"));
     return;
   }
-  if (first)
-    m_queue.emplace_front(job, std::move(bundle));
-  else
-    m_queue.emplace_back(job, std::move(bundle));
+  auto at = std::find_if(m_queue.begin(), m_queue.end(),
+                         [&](const Queued& q) { return q.priority < priority; });
+  m_queue.insert(at, Queued{job, std::move(bundle), priority});
   if (!m_conn) spawn();
   dispatch();
 }
@@ -181,7 +182,7 @@ void WorkerPool::dispatch() {
     return;
   }
   if (!m_conn || !m_ready) return;
-  auto [job, bundle] = std::move(m_queue.front());
+  auto [job, bundle, priority] = std::move(m_queue.front());
   m_queue.pop_front();
   UniqueFd fd = memfd_with(bundle);
   if (!fd) {
@@ -295,7 +296,7 @@ void WorkerPool::worker_gone(const std::string& why) {
     spdlog::error("workers keep failing at start ({}); jobs fail until one starts", how);
     auto queue = std::move(m_queue);
     m_queue.clear();
-    for (auto& [job, bundle] : queue) {
+    for (auto& [job, bundle, priority] : queue) {
       m_on_verdict(job, failed(job, VerdictKind::internal,
                                "no worker could start (" + how + "); check worker.driver"));
     }

@@ -32,9 +32,9 @@ public:
   WorkerPool(asio::io_context& io, WorkerSettings settings, OnVerdict on_verdict);
   ~WorkerPool() override;
 
-  // Queue a job (ahead of the others with `first`); its verdict arrives through on_verdict
-  // (always exactly once).
-  void submit(uint64_t job, std::string bundle, bool first = false);
+  // Queue a job; its verdict arrives through on_verdict (always exactly once). The queue runs
+  // in order of priority, highest first, and in order of submission among equals.
+  void submit(uint64_t job, std::string bundle, double priority = 0);
   void stop();
 
   size_t queued() const { return m_queue.size(); }
@@ -73,7 +73,12 @@ private:
   bool m_ready = false;       // hello received
   bool m_stopping = false;
   bool m_killed_for_timeout = false;
-  std::deque<std::pair<uint64_t, std::string>> m_queue;
+  struct Queued {
+    uint64_t job;
+    std::string bundle;
+    double priority;
+  };
+  std::deque<Queued> m_queue;
   uint64_t m_current = 0;     // job in the worker, 0 when idle
   asio::steady_timer m_deadline;
   asio::steady_timer m_respawn;

@@ -162,6 +162,22 @@ TEST(Agent, SpecializationServesOnlyWhileTheArgumentKeepsItsValue) {
     EXPECT_GT(by_id["specialize"].value("expected_gain_per_gpu_second", 0.0),
               by_id["rejit"].value("expected_gain_per_gpu_second", 1.0))
         << strategies.dump(2);
+    // The worker took the specializing candidate ahead of re-JITs queued before it (queued jobs
+    // run in order of their strategy's expected gain per GPU-second): its verdict is in honed's
+    // log before the last of theirs.
+    {
+      std::string log = d->log();
+      json jobs = ctl.request({{"cmd", "jobs"}});
+      size_t specialize_at = std::string::npos, last_rejit_at = 0;
+      for (const auto& j : jobs["result"]["jobs"]) {
+        // a job's verdict is the last line honed logs about it
+        size_t at = log.rfind("job " + j.value("id", json()).dump() + ": ");
+        if (at == std::string::npos) continue;
+        if (j.value("strategy", "") == "specialize") specialize_at = std::min(specialize_at, at);
+        if (j.value("strategy", "") == "rejit") last_rejit_at = std::max(last_rejit_at, at);
+      }
+      EXPECT_LT(specialize_at, last_rejit_at) << log;
+    }
     // Every strategy was tried once for this kernel, and remembered.
     json tried = ctl.kernel("mix_rounds")["tried"];
     EXPECT_NE(std::find(tried.begin(), tried.end(), "specialize"), tried.end()) << tried.dump();
