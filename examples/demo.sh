@@ -11,8 +11,10 @@
 # candidates (from the NVRTC source, or from the fatbin's PTX), proves each one equal to the
 # original on the captured launches in a worker, measures it (the emulated device's modeled
 # time), and swaps the verified faster ones into the running applications. The demo shows each of
-# those steps as it happens, then stops the applications, which must report that their results
-# never changed.
+# those steps as it happens until every application runs a variant of its own (honed goes on with
+# the rest in the background), then stops the applications, which must report that their results
+# never changed. On the emulated device the applications' kernels and honed's validation share the
+# CPU: the applications run niced, as on a GPU server validation takes only its share of the GPU.
 #
 #   examples/demo.sh [BUILD_DIR]    (default build: relative to the repository root, or absolute)
 #   DEMO_SECONDS=120                the longest the demo waits for hone to finish its work
@@ -37,16 +39,24 @@ declare -A app_pid app_seen prev_step shown_step first_step
 if [ -n "${DEMO_DRIVER:-}" ]; then
   driver=$DEMO_DRIVER device="the GPU (driver $DEMO_DRIVER)" app_libs=${LD_LIBRARY_PATH:-} runs=21
   runs_why="the default: a GPU's times vary"
+  min_runs=5 min_runs_why="the default"
+  app_nice=()
 else
   driver=$emu/libcuda.so.1 device="the emulated device" app_libs=$emu runs=11
   runs_why="default 21: the emulated device's modeled times do not vary"
+  min_runs=3 min_runs_why="default 5: no noise, so three runs settle a verdict"
+  # The emulated device is the CPU: the applications' kernels and honed's validation share its
+  # cores, where on a GPU server they would share the GPU (optimizer.gpu_share). The applications
+  # run niced, so that validating does not wait behind them.
+  app_nice=(nice -n 5)
   [ -e "$driver" ] || { echo "demo: $driver is missing: build first (make build)" >&2; exit 1; }
 fi
 for f in "$bin/honed" "$bin/honectl" "$shim" "${app_bin[@]}"; do
   [ -e "$f" ] || { echo "demo: $f is missing: build first (make build)" >&2; exit 1; }
 done
 limit=${DEMO_SECONDS:-120}
-hot_min=20
+hot_min=10
+sample_every=10
 
 work=$(mktemp -d)
 honed_pid=""
@@ -83,6 +93,7 @@ hot_min_launches = $hot_min      # default 100
 gpu_share = 1.0            # validate back to back (default 0.25 leaves the GPU to the applications)
 [validation]
 runs = $runs                  # $runs_why
+min_runs = $min_runs              # $min_runs_why
 warmup = 1
 TOML
 
@@ -97,10 +108,13 @@ sed -n 's/^\([a-z_]*\) = \([^#]*[^ #]\) *# \(.*\)/  \1 = \2   (\3)/p' "$work/hon
 say "the applications: ordinary CUDA programs, unmodified, under LD_PRELOAD=libhone.so"
 echo "  hone-example-mlp: the driver API, its kernels compiled by NVRTC at start"
 echo "  hone-example-hashing: the runtime API (nvcc -cudart shared, <<<>>>), kernels only in its fatbin"
+echo "  HONE_SAMPLE_EVERY=$sample_every: the shim times 1 launch in $sample_every with events (default 100; these"
+echo "  applications launch each kernel a few times a second)"
 for a in "${apps[@]}"; do
   echo "\$ LD_PRELOAD=libhone.so $(basename "${app_bin[$a]}")"
-  HONE_SOCKET="$work/hone.sock" LD_PRELOAD="$shim" LD_LIBRARY_PATH="$app_libs" \
-    "${app_bin[$a]}" --seconds 600 --check-every 20 --stop-file "$work/stop" >"$work/$a.log" 2>&1 &
+  HONE_SOCKET="$work/hone.sock" HONE_SAMPLE_EVERY=$sample_every LD_PRELOAD="$shim" \
+    LD_LIBRARY_PATH="$app_libs" \
+    "${app_nice[@]}" "${app_bin[$a]}" --seconds 600 --check-every 5 --stop-file "$work/stop" >"$work/$a.log" 2>&1 &
   app_pid[$a]=$!
   app_seen[$a]=0
 done
@@ -114,6 +128,7 @@ done
 # --- following honed's log and the application's checks ------------------------------------------
 
 declare -A job_of   # job id -> "kernel strategy"
+declare -A swapped_at # process id -> when a variant was first loaded into it
 honed_seen=0
 
 # Lines FROM to TO of FILE (complete lines only: TO was counted before).
@@ -181,6 +196,7 @@ honed_line() {
     verdict=${verdict/correct on * captures, but not faster: /}
     group_event verdict "$what $verdict" "$job" "${what/ /  }: $verdict"
   elif [[ $msg =~ ^variant\ ([0-9a-f]{12})[0-9a-f]*\ of\ ([^ ]+)\ pushed\ to\ process\ ([0-9]+) ]]; then
+    [ -n "${swapped_at[${BASH_REMATCH[3]}]:-}" ] || swapped_at[${BASH_REMATCH[3]}]=$SECONDS
     event swap "${BASH_REMATCH[2]}: variant ${BASH_REMATCH[1]} loaded into process ${BASH_REMATCH[3]}"
   elif [[ $msg =~ ^variant\ .*not\ serving || $msg =~ ^worker\ [0-9]+\ (killed|exited) ]]; then
     event "${msg%% *}" "$msg"
@@ -230,6 +246,16 @@ follow() {
   done
 }
 
+# Whether every application has run a variant of its own for a while (long enough for a few of
+# its checks to show the new device time).
+all_served() {
+  local a at
+  for a in "${apps[@]}"; do
+    at=${swapped_at[${app_pid[$a]}]:-}
+    [ -n "$at" ] && [ $((SECONDS - at)) -ge 5 ] || return 1
+  done
+}
+
 # "name launches variant_launches state est_gpu_ns" per kernel, from honectl kernels --json (its
 # keys come in alphabetical order: variant_launches is the last one of a kernel).
 kernel_rows() {
@@ -259,7 +285,7 @@ while :; do
     flush_group
     echo
     echo "  \$ honectl kernels      (hot: launched at least $hot_min times; ranked by estimated GPU time,"
-    echo "                         which shows once the shim has timed a launch: 1 in 100 is timed)"
+    echo "                         which shows once the shim has timed a launch: 1 in $sample_every is timed)"
     ctl kernels | sed 's/^/    /' || true
     echo
   fi
@@ -281,6 +307,12 @@ while :; do
   # Done: a variant has served for a while and nothing is left to validate, or nothing has been
   # left to validate for a few seconds (the agent has nothing more to try), or the time is up.
   if [ -n "$served_at" ] && [ $((SECONDS - served_at)) -ge 8 ] && [ -n "$settled_at" ]; then break; fi
+  # Or every application runs a variant of its own, and has for a while: what is still queued
+  # goes on in the background, and the end of the demo says how much.
+  if all_served; then
+    [ "$pending" -eq 0 ] || echo "  (every application runs a variant now; honed goes on with the $pending job(s) still queued, in the background)"
+    break
+  fi
   if [ -z "$served_at" ] && [ -n "$settled_at" ] && [ $((SECONDS - settled_at)) -ge 5 ]; then break; fi
   if [ $((SECONDS - start)) -ge "$limit" ]; then
     echo "  ($limit s passed: stopping here; $pending job(s) still pending)"

@@ -4,8 +4,10 @@
 // its kernels from source with NVRTC, as CuPy or PyTorch's jiterator do, then runs one small
 // model step per iteration on fresh input:
 //
-//   signal [2 x 4096] -> conv1d (33 taps) -> [64 x 128] -> matmul W1 -> bias_act (GELU)
-//                     -> matmul W2 -> layernorm -> softmax
+//   signal [128 x 8192] -> conv1d (9 taps) -> [32768 x 32] -> matmul W1 -> bias_act (GELU)
+//                       -> matmul W2 -> layernorm -> softmax
+//
+// (1M elements per activation: large enough that no kernel is dominated by its launch.)
 //
 // Every kernel takes its sizes as run-time arguments, and every launch passes the same ones.
 // Every --check-every iterations (and at the end) it checks its results two ways:
@@ -46,17 +48,17 @@ namespace {
 using mlp::Floats;
 
 // The model's shape. The convolution's output, channels x length, is viewed as rows x hidden.
-constexpr int k_channels = 2;
-constexpr int k_length = 4096;
-constexpr int k_taps = 33;
-constexpr int k_rows = 64;
-constexpr int k_hidden = 128;
+constexpr int k_channels = 128;
+constexpr int k_length = 8192;
+constexpr int k_taps = 9;
+constexpr int k_rows = 32768;
+constexpr int k_hidden = 32;
 constexpr int k_gelu = 1;
 constexpr float k_eps = 1e-5f;
 static_assert(k_channels * k_length == k_rows * k_hidden);
 
-constexpr unsigned k_matmul_threads = 128;
-constexpr unsigned k_row_threads = 128; // layernorm, softmax: one block per row
+constexpr unsigned k_matmul_threads = 32;
+constexpr unsigned k_row_threads = 32; // layernorm, softmax: one block per row
 constexpr unsigned k_conv_threads = 256;
 constexpr unsigned k_elementwise_threads = 256;
 
