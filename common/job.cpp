@@ -148,6 +148,7 @@ void encode(wire::Writer& w, const Verdict& v) {
   w.str(v.evidence_json);
   w.u32(uint32_t(v.compiled_ptx.size()));
   w.raw(v.compiled_ptx.data(), v.compiled_ptx.size());
+  w.u8(v.worker_exits ? 1 : 0);
 }
 
 bool decode(wire::Reader& r, Verdict& v) {
@@ -173,6 +174,11 @@ bool decode(wire::Reader& r, Verdict& v) {
       v.compiled_ptx.resize(n);
       r.raw(v.compiled_ptx.data(), n);
     }
+  }
+  if (r.ok() && r.remaining() >= 1) {
+    uint8_t exits = r.u8();
+    if (exits > 1) r.fail("bad worker_exits flag");
+    v.worker_exits = exits == 1;
   }
   return r.ok();
 }

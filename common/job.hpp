@@ -91,6 +91,9 @@ struct Verdict {
   Comparison comparison = Comparison::bitwise;
   std::string evidence_json;
   std::string compiled_ptx; // for a CUDA candidate: the PTX NVRTC made of it (what would serve)
+  // From the worker to honed: it exits right after this verdict (the candidate left its context
+  // unusable), so no further job may be sent to it.
+  bool worker_exits = false;
 };
 
 void encode(wire::Writer& w, const Job& j);

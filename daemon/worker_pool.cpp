@@ -236,6 +236,9 @@ bool WorkerPool::on_frame(Connection& c, const proto::FrameHeader& h, std::strin
     spdlog::error("worker {} sent a verdict that does not decode or is for another job", m_pid);
     return false;
   }
+  // A worker that leaves after this verdict gets no further job: the next one waits for a fresh
+  // worker instead of failing with this one's exit.
+  if (v.worker_exits) m_ready = false;
   finish(v);
   return true;
 }

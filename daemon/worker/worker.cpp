@@ -132,6 +132,7 @@ int serve(int fd, const std::string& driver) {
     v.job = current_job.load();
     v.kind = VerdictKind::timeout;
     v.message = "the candidate ran past the worker's watchdog and was abandoned";
+    v.worker_exits = true;
     (void)channel.send(proto::frame_of(proto::MsgType::verdict, current_seq.load(), v));
     ::_exit(k_exit_context_lost);
   });
@@ -186,6 +187,7 @@ int serve(int fd, const std::string& driver) {
       }
       ::close(frame.fd);
     }
+    verdict.worker_exits = context_lost;
     fit_in_frame(verdict);
     if (auto r = channel.send(proto::frame_of(proto::MsgType::verdict, frame.header.seq, verdict));
         !r) {

@@ -527,6 +527,7 @@ extern "C" __global__ void scale_fast(float a, const float* __restrict__ x, floa
   job.bench.suspicious = 1.2; // exercise the re-check of large speedups too
   Verdict v = worker().run(job, data_of({&cap}));
   ASSERT_EQ(v.kind, VerdictKind::verified) << describe(v);
+  EXPECT_FALSE(v.worker_exits); // the worker goes on with the next job
   EXPECT_EQ(v.job, job.id);
   EXPECT_GT(v.speedup, 1.2);
   EXPECT_GT(v.original_ns, v.candidate_ns);
@@ -1024,6 +1025,7 @@ void expect_fatal(const std::string& source, const std::string& entry, VerdictKi
   Verdict v = run_cuda(w, "scale", cap, source, entry);
   EXPECT_EQ(v.kind, kind) << describe(v);
   EXPECT_NE(v.message.find("the candidate failed on capture 0"), std::string::npos) << v.message;
+  EXPECT_TRUE(v.worker_exits) << "the verdict must say the worker leaves: honed sends it no more";
   EXPECT_EQ(w.exit_status(std::chrono::seconds(30)), worker::k_exit_context_lost);
   Emu::get().free_all();
 }
