@@ -344,6 +344,12 @@ const Key k_keys[] = {
      .expect = "a library name such as \"libcuda.so.1\" or an absolute path",
      .doc = "The CUDA driver library workers load: a name the dynamic loader looks up, or an\n"
             "absolute path (e.g. the emulated device's build/lib/emu/libcuda.so.1)."},
+    {.section = "worker", .name = "start_timeout_s", .kind = Kind::integer,
+     .field = HONE_FIELD(worker.start_timeout_s),
+     .min = 1, .max = 600,
+     .doc = "Seconds a new worker has to load the driver, create its context and say hello;\n"
+            "past them honed kills it and starts another. Raise it where the first context\n"
+            "on a GPU takes long (persistence mode off, a loaded host)."},
     {.section = "log", .name = "level", .kind = Kind::string,
      .field = HONE_FIELD(log.level),
      .check = check_level,

@@ -37,6 +37,7 @@ struct StoreConfig {
 
 struct WorkerConfig {
   std::string driver = "libcuda.so.1"; // the libcuda.so.1 workers load (a path or a soname)
+  uint32_t start_timeout_s = 30;       // a worker that has not said hello by then is replaced
   bool operator==(const WorkerConfig&) const = default;
 };
 

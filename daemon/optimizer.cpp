@@ -74,6 +74,7 @@ Optimizer::Optimizer(asio::io_context& io, const config::Config& config, store::
   WorkerSettings ws;
   ws.driver = m_config.worker.driver;
   ws.job_timeout = std::chrono::seconds(m_config.validation.job_timeout_s);
+  ws.start_timeout = std::chrono::seconds(m_config.worker.start_timeout_s);
   ws.gpu_share = m_config.optimizer.gpu_share;
   m_workers = std::make_unique<WorkerPool>(
       io, ws, [this](uint64_t job, const Verdict& v) { on_verdict(job, v); });
@@ -106,6 +107,7 @@ void Optimizer::set_config(const config::Config& config) {
   WorkerSettings ws;
   ws.driver = m_config.worker.driver;
   ws.job_timeout = std::chrono::seconds(m_config.validation.job_timeout_s);
+  ws.start_timeout = std::chrono::seconds(m_config.worker.start_timeout_s);
   ws.gpu_share = m_config.optimizer.gpu_share;
   m_workers->set_settings(ws);
   configure_llm();

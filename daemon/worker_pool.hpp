@@ -21,6 +21,7 @@ namespace hone::daemon {
 struct WorkerSettings {
   std::string driver = "libcuda.so.1";
   std::chrono::seconds job_timeout{120};
+  std::chrono::seconds start_timeout{30}; // to say hello: a worker loads the driver first
   double gpu_share = 1.0; // after a job of T seconds the next waits T * (1 - share) / share
   std::string executable; // honed itself; empty: /proc/self/exe
 };

@@ -37,10 +37,12 @@ constexpr const char* k_reps_short = "8";
 
 // Validation back to back (gpu_share 1: the share's gate is agent_test's), and three measured
 // runs settle a verdict on the noiseless emulated device.
-std::string config_text(int captures = 2, const std::string& extra = "") {
+std::string config_text(int captures = 2, const std::string& extra = "",
+                        int worker_start_timeout_s = 30) {
   std::ostringstream s;
   s << "[server]\nreport_interval_ms = 200\n"
     << "[worker]\ndriver = \"" << HONE_EMU_LIBRARY_DIR << "/libcuda.so.1\"\n"
+    << "start_timeout_s = " << worker_start_timeout_s << "\n"
     << "[optimizer]\nenabled = false\ngpu_share = 1.0\n"
     << "[capture]\ncaptures_per_kernel = " << captures << "\ntimeout_s = 60\n"
     << "[validation]\nwarmup = 1\nruns = 7\nmin_runs = 3\njob_timeout_s = 120\n"
@@ -338,10 +340,11 @@ TEST(Loop, ShapeSpecificKernelFailsOnOtherShape) {
 }
 
 // `disable` withdraws the variant from the running process; `enable` brings it back.
-// A worker lives for as long as there is work: it is not mistaken, 30 s after its start, for a
-// peer that never finished its handshake (which used to kill it, and fail the job it ran).
+// A worker lives for as long as there is work: it is not mistaken, start_timeout_s after its
+// start, for a peer that never finished its handshake (which used to kill it, and fail the job it
+// ran). The deadline is 3 s here so that the test need not wait out the default 30 s.
 TEST(Loop, WorkerOutlivesTheHandshakeDeadline) {
-  auto d = start_daemon(config_text());
+  auto d = start_daemon(config_text(2, "", 3));
   ASSERT_TRUE(d);
   App app(d->socket(), {"--n", k_n, "--reps", k_reps});
   Ctl ctl(d->socket());
@@ -349,7 +352,7 @@ TEST(Loop, WorkerOutlivesTheHandshakeDeadline) {
   uint64_t first = submit(ctl, k_fast, "cuda", {{"comparison", "bitwise"}});
   ASSERT_NE(first, 0u);
   EXPECT_EQ(ctl.wait_job(first).value("verdict", ""), "verified") << d->log();
-  std::this_thread::sleep_for(33s); // past the 30 s a connection has to say hello
+  std::this_thread::sleep_for(4s); // past the 3 s the worker had to say hello
   uint64_t second = submit(ctl, k_fast, "cuda", {{"comparison", "bitwise"}});
   ASSERT_NE(second, 0u);
   EXPECT_EQ(ctl.wait_job(second).value("verdict", ""), "verified") << d->log();

@@ -209,6 +209,7 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_SERVER_REPORT_INTERVAL_MS",
                         "HONE_STORE_STATE_DIR",
                         "HONE_WORKER_DRIVER",
+                        "HONE_WORKER_START_TIMEOUT_S",
                         "HONE_LOG_LEVEL",
                         "HONE_METRICS_LISTEN",
                         "HONE_OPTIMIZER_ENABLED",
@@ -251,7 +252,7 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_AGENT_LLM_TEMPERATURE"}) {
     EXPECT_TRUE(vars.count(v)) << v;
   }
-  EXPECT_EQ(keys.size(), 54u);
+  EXPECT_EQ(keys.size(), 55u);
 }
 
 TEST(ConfigFile, SetsEveryKey) {
@@ -273,6 +274,7 @@ state_dir = "/srv/hone"
 
 [worker]
 driver = "/opt/hone/lib/emu/libcuda.so.1"
+start_timeout_s = 90
 
 [log]
 level = "debug"
@@ -292,6 +294,7 @@ listen = "127.0.0.1:9464"
   EXPECT_EQ(c.server.report_interval_ms, 3600000u);
   EXPECT_EQ(c.store.state_dir, "/srv/hone");
   EXPECT_EQ(c.worker.driver, "/opt/hone/lib/emu/libcuda.so.1");
+  EXPECT_EQ(c.worker.start_timeout_s, 90u);
   EXPECT_EQ(c.log.level, "debug");
   EXPECT_EQ(c.metrics.listen, "127.0.0.1:9464");
 }
