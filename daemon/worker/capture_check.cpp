@@ -1,5 +1,7 @@
 #include "daemon/worker/capture_check.hpp"
 
+#include "daemon/worker/original_memo.hpp"
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -270,6 +272,41 @@ std::optional<Failure> CaptureCheck::validate(uint64_t seed1, uint64_t seed2) {
   }
   if (auto f = place()) return f;
 
+  // Steps a-c do not depend on the candidate: a job before this one on the same original, capture
+  // and seeds may have run them already. They hold where each buffer is placed the same way: at
+  // its original address, or relocated (a relocated buffer holds no pointer and none points into
+  // it, so where it lands does not change what the original computes; validation elsewhere than
+  // in the application relies on that already).
+  m_reused_from.reset();
+  std::vector<uint64_t> bases(m_allocs.size());
+  for (size_t a = 0; a < m_allocs.size(); ++a)
+    bases[a] = m_at_original[a] ? m_placement->base(a) : 0;
+  std::shared_ptr<const OriginalRuns> learned;
+  std::string memo_key;
+  if (m_memo) {
+    memo_key = OriginalMemo::key(m_job, m_index, m_data, seed1, seed2);
+    learned = m_memo->find(memo_key);
+    if (learned && (learned->bases != bases || learned->info.size() != m_allocs.size()))
+      learned.reset();
+  }
+  if (learned) {
+    m_info = learned->info;
+    for (size_t a = 0; a < m_allocs.size(); ++a) {
+      Alloc& info = m_info[a];
+      for (auto [off, len] : info.poison) m_placement->poison(a, off, len);
+      // How this job compares: its own comparison, or a tolerance where the original varies.
+      info.tolerance = info.type.dtype != Dtype::exact &&
+                       (m_job.comparison == Comparison::tolerance || info.original_nondeterministic);
+    }
+    m_clock->slowest_original_s = std::max(m_clock->slowest_original_s,
+                                           learned->slowest_original_s);
+    m_reused_from = learned->job;
+    return check_candidate(*learned, seed1, seed2);
+  }
+  auto fresh = std::make_shared<OriginalRuns>();
+  fresh->bases = std::move(bases);
+  fresh->job = m_job.id;
+
   // a. The original on the captured bytes: which bytes it changes.
   Placement::Snapshot clean_run;
   if (auto f = run(Who::original, Fill::clean, seed1, clean_run)) return f;
@@ -328,33 +365,47 @@ std::optional<Failure> CaptureCheck::validate(uint64_t seed1, uint64_t seed2) {
 
   // c. The original twice more, under two schedules: where they differ, the original itself is
   // nondeterministic (atomics) and only a tolerance can compare.
-  Placement::Snapshot o1, o2;
-  if (auto f = run(Who::original, Fill::poison, seed1, o1)) return f;
-  if (auto f = run(Who::original, Fill::poison, seed2, o2)) return f;
-  // Per allocation, another result of the original where it is nondeterministic.
-  std::vector<std::string> spread(m_allocs.size());
-  auto mark_nondeterministic = [&](size_t a, std::string_view other) -> std::optional<Failure> {
-    Alloc& info = m_info[a];
-    info.original_nondeterministic = true;
-    spread[a] = std::string(other);
-    if (info.type.dtype == Dtype::exact) {
-      return Failure{VerdictKind::unsupported,
-                     "the original kernel itself is nondeterministic in " + name(a) +
-                         " on capture " + std::to_string(m_index) +
-                         " (runs under different schedules differ) and its elements are not "
-                         "floating-point, so no tolerance can compare them"};
-    }
-    info.tolerance = true;
-    return std::nullopt;
-  };
+  if (auto f = run(Who::original, Fill::poison, seed1, fresh->first)) return f;
+  if (auto f = run(Who::original, Fill::poison, seed2, fresh->second)) return f;
+  fresh->spread.assign(m_allocs.size(), {});
   for (size_t a = 0; a < m_allocs.size(); ++a) {
     Alloc& info = m_info[a];
-    if (m_placement->data(o1, a) != m_placement->data(o2, a)) {
-      if (auto f = mark_nondeterministic(a, m_placement->data(o2, a))) return f;
+    if (m_placement->data(fresh->first, a) != m_placement->data(fresh->second, a)) {
+      if (auto f = mark_nondeterministic(a, m_placement->data(fresh->second, a), fresh->spread))
+        return f;
     }
     info.tolerance = info.type.dtype != Dtype::exact &&
                      (m_job.comparison == Comparison::tolerance || info.original_nondeterministic);
   }
+  fresh->info = m_info;
+  fresh->runs = m_runs;
+  fresh->slowest_original_s = m_clock->slowest_original_s;
+  if (m_memo) m_memo->keep(memo_key, fresh);
+  return check_candidate(*fresh, seed1, seed2);
+}
+
+std::optional<Failure> CaptureCheck::mark_nondeterministic(size_t a, std::string_view other,
+                                                           std::vector<std::string>& spread) {
+  Alloc& info = m_info[a];
+  info.original_nondeterministic = true;
+  spread[a] = std::string(other);
+  if (info.type.dtype == Dtype::exact) {
+    return Failure{VerdictKind::unsupported,
+                   "the original kernel itself is nondeterministic in " + name(a) +
+                       " on capture " + std::to_string(m_index) +
+                       " (runs under different schedules differ) and its elements are not "
+                       "floating-point, so no tolerance can compare them"};
+  }
+  info.tolerance = true;
+  return std::nullopt;
+}
+
+std::optional<Failure> CaptureCheck::check_candidate(const OriginalRuns& original, uint64_t seed1,
+                                                     uint64_t seed2) {
+  const Placement::Snapshot& o1 = original.first;
+  // Per allocation, another result of the original where it is nondeterministic; this job's own
+  // probes below may add to it.
+  std::vector<std::string> spread = original.spread;
   // Two equal runs do not prove the original deterministic (atomics may happen to add up the
   // same). Before the candidate is blamed for a difference, the original gets more schedules.
   auto original_varies = [&](size_t a, bool& varies) -> std::optional<Failure> {
@@ -365,7 +416,7 @@ std::optional<Failure> CaptureCheck::validate(uint64_t seed1, uint64_t seed2) {
       if (auto f = run(Who::original, Fill::poison, seed, o)) return f;
       if (m_placement->data(o, a) != m_placement->data(o1, a)) {
         varies = true;
-        if (auto f = mark_nondeterministic(a, m_placement->data(o, a))) return f;
+        if (auto f = mark_nondeterministic(a, m_placement->data(o, a), spread)) return f;
       }
     }
     return std::nullopt;
@@ -504,13 +555,16 @@ nlohmann::json CaptureCheck::evidence() const {
     }
     allocations.push_back(std::move(j));
   }
-  return json{{"index", m_index},
-              {"grid", m_capture.grid},
-              {"block", m_capture.block},
-              {"shared_bytes", m_capture.shared_bytes},
-              {"restore", m_restore_how},
-              {"runs", m_runs},
-              {"allocations", std::move(allocations)}};
+  json j{{"index", m_index},
+         {"grid", m_capture.grid},
+         {"block", m_capture.block},
+         {"shared_bytes", m_capture.shared_bytes},
+         {"restore", m_restore_how},
+         {"runs", m_runs},
+         {"allocations", std::move(allocations)}};
+  // The original's runs of steps a-c were an earlier job's, on the same capture and seeds.
+  if (m_reused_from) j["original_runs_from_job"] = *m_reused_from;
+  return j;
 }
 
 std::vector<std::string> CaptureCheck::nondeterministic() const {

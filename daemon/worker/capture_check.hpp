@@ -37,6 +37,8 @@ struct RunClock {
   double slowest_original_s = 0;
 };
 
+class OriginalMemo;
+
 class CaptureCheck {
 public:
   // `index` names the capture in messages; `entry` is the original's PTX analysis (nullptr when
@@ -61,7 +63,6 @@ public:
   // Some buffer was compared with a tolerance (the job's, or the original's nondeterminism).
   bool used_tolerance() const;
 
-private:
   enum class Role { input, output, read_modify_write };
   struct Alloc {
     ElementType type;
@@ -75,12 +76,41 @@ private:
     std::optional<bool> replays_capture; // the clean replay ended as the captured output
   };
 
+  // What the original's runs on this capture showed (steps a-c of validate()): each buffer's
+  // role, poisoning and comparison, and the original's two results. None of it depends on the
+  // candidate, so the worker keeps it for the next job on the same original, capture and seeds
+  // (OriginalMemo) and that job runs only the candidate.
+  struct OriginalRuns {
+    std::vector<Alloc> info;                  // diffs empty
+    std::vector<uint64_t> bases;              // of buffers at their original address, else 0
+    Placement::Snapshot first, second;        // the original under seed1 and seed2
+    std::vector<std::string> spread;          // another result where the original varies
+    uint32_t runs = 0;                        // runs of the original it took
+    double slowest_original_s = 0;
+    uint64_t job = 0;                         // the job that learned it
+    uint64_t bytes() const;
+  };
+
+  // Where validate() keeps what it learned from the original, and looks for it (may be null).
+  void use_memo(OriginalMemo* memo) { m_memo = memo; }
+  // The original's runs came from the memo in the last validate(): the job that ran them.
+  std::optional<uint64_t> original_reused_from() const { return m_reused_from; }
+
+private:
+
   enum class Who { original, candidate };
   struct Run {
     Placement::Snapshot snapshot;
   };
 
   std::optional<Failure> place();
+  // Steps d-f: the candidate against what the original showed.
+  std::optional<Failure> check_candidate(const OriginalRuns& original, uint64_t seed1,
+                                         uint64_t seed2);
+  // The original gives other results under other schedules in allocation `a` (`other` is one):
+  // a tolerance compares it, or, for exact types, nothing can.
+  std::optional<Failure> mark_nondeterministic(size_t a, std::string_view other,
+                                               std::vector<std::string>& spread);
   std::optional<Failure> run(Who who, Fill fill, uint64_t seed, Placement::Snapshot& out,
                              size_t fill_allocation = ~size_t(0));
   Failure launch_failure(Who who, const Error& e) const;
@@ -106,6 +136,8 @@ private:
   std::string m_restore_how;
   std::vector<uint64_t> m_guards;
   uint32_t m_runs = 0;
+  OriginalMemo* m_memo = nullptr;
+  std::optional<uint64_t> m_reused_from;
 };
 
 } // namespace hone::worker

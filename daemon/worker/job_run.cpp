@@ -3,6 +3,7 @@
 #include "daemon/worker/bench.hpp"
 #include "daemon/worker/capture_check.hpp"
 #include "daemon/worker/compile.hpp"
+#include "daemon/worker/original_memo.hpp"
 #include "ptx/parser.hpp"
 
 #include <nlohmann/json.hpp>
@@ -18,9 +19,13 @@ namespace {
 
 using nlohmann::json;
 
-// Schedule seeds for the two runs of each side: fixed per job, so a verdict can be reproduced.
-uint64_t seed_for(uint64_t job, uint64_t k) {
-  uint64_t x = job * 0x9E3779B97F4A7C15ull + k * 0xBF58476D1CE4E5B9ull + 0x94D049BB133111EBull;
+// Schedule seeds for the two runs of each side: fixed per kernel, so a verdict can be reproduced
+// and every candidate for a kernel meets the same schedules, under which the original's runs are
+// kept for the next job (OriginalMemo).
+uint64_t seed_for(const KernelKey& kernel, uint64_t k) {
+  uint64_t x = kernel.image.lo ^ (kernel.image.hi * 0x9E3779B97F4A7C15ull) ^
+               std::hash<std::string>{}(kernel.entry);
+  x = x * 0x9E3779B97F4A7C15ull + k * 0xBF58476D1CE4E5B9ull + 0x94D049BB133111EBull;
   x ^= x >> 31;
   x *= 0xD6E8FEB86693A6B5ull;
   x ^= x >> 29;
@@ -85,8 +90,8 @@ std::optional<ptx::EntryInfo> analyze_original(const std::string& ptx_text,
 
 class JobRun {
 public:
-  JobRun(Device& d, const Bundle& b, Watchdog* w)
-      : m_device(d), m_bundle(b), m_job(b.job), m_watchdog(w) {
+  JobRun(Device& d, const Bundle& b, Watchdog* w, OriginalMemo* memo)
+      : m_device(d), m_bundle(b), m_job(b.job), m_watchdog(w), m_memo(memo) {
     m_verdict.job = m_job.id;
     m_verdict.comparison = m_job.comparison;
     m_evidence =
@@ -115,6 +120,7 @@ private:
   const Bundle& m_bundle;
   const Job& m_job;
   Watchdog* m_watchdog;
+  OriginalMemo* m_memo;
   Verdict m_verdict;
   json m_evidence;
   std::optional<ptx::EntryInfo> m_entry;
@@ -182,10 +188,11 @@ std::optional<Failure> JobRun::go() {
   for (size_t i : usable) {
     m_checks.push_back(std::make_unique<CaptureCheck>(m_device, m_job, i, m_bundle.capture_data[i],
                                                       entry, m_kernels, m_watchdog, &m_clock));
+    m_checks.back()->use_memo(m_memo);
   }
 
   // 2-3. Validation on every capture.
-  uint64_t s1 = seed_for(m_job.id, 1), s2 = seed_for(m_job.id, 2);
+  uint64_t s1 = seed_for(m_job.kernel, 1), s2 = seed_for(m_job.kernel, 2);
   m_evidence["seeds"] = {s1, s2};
   if (auto f = validate_all(s1, s2, true)) return f;
   m_verdict.captures_used = uint32_t(m_checks.size());
@@ -207,7 +214,7 @@ std::optional<Failure> JobRun::go() {
     // Too good to take on one look: validate everything again under fresh schedules, and measure
     // again.
     m_evidence["revalidated"] = true;
-    uint64_t s3 = seed_for(m_job.id, 3), s4 = seed_for(m_job.id, 4);
+    uint64_t s3 = seed_for(m_job.kernel, 3), s4 = seed_for(m_job.kernel, 4);
     m_evidence["seeds"].push_back(s3);
     m_evidence["seeds"].push_back(s4);
     std::string first = fixed(m.speedup, 2) + "x";
@@ -318,8 +325,9 @@ JobOutcome JobRun::finish(std::optional<Failure> f) {
 
 } // namespace
 
-JobOutcome run_job(Device& device, const Bundle& bundle, Watchdog* watchdog) {
-  JobRun run(device, bundle, watchdog);
+JobOutcome run_job(Device& device, const Bundle& bundle, Watchdog* watchdog,
+                   OriginalMemo* memo) {
+  JobRun run(device, bundle, watchdog, memo);
   return run.run();
 }
 

@@ -16,7 +16,11 @@ struct JobOutcome {
   bool context_lost = false;
 };
 
-// Run `bundle`'s job on `device`. `watchdog` (may be null) guards the candidate's launches.
-JobOutcome run_job(Device& device, const Bundle& bundle, Watchdog* watchdog);
+class OriginalMemo;
+
+// Run `bundle`'s job on `device`. `watchdog` (may be null) guards the candidate's launches;
+// `memo` (may be null) keeps the original's runs on each capture for the next job.
+JobOutcome run_job(Device& device, const Bundle& bundle, Watchdog* watchdog,
+                   OriginalMemo* memo = nullptr);
 
 } // namespace hone::worker

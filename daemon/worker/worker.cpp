@@ -4,6 +4,7 @@
 #include "common/version.hpp"
 #include "daemon/worker/channel.hpp"
 #include "daemon/worker/job_run.hpp"
+#include "daemon/worker/original_memo.hpp"
 #include "daemon/worker/watchdog.hpp"
 
 #include <atomic>
@@ -127,6 +128,11 @@ int serve(int fd, const std::string& driver) {
   // A hung candidate: answer for it and leave; the context cannot be recovered.
   std::atomic<uint32_t> current_seq{0};
   std::atomic<uint64_t> current_job{0};
+  // The original's runs on each capture, for the next candidate of the same kernel: two results
+  // per capture (its buffers and their guard zones), the least recently used dropped first.
+  constexpr uint64_t k_original_memo_bytes = 256ull << 20;
+  OriginalMemo memo(k_original_memo_bytes);
+
   Watchdog watchdog([&] {
     Verdict v;
     v.job = current_job.load();
@@ -175,7 +181,7 @@ int serve(int fd, const std::string& driver) {
           verdict.job = bundle->job.id;
           current_seq = frame.header.seq;
           current_job = bundle->job.id;
-          JobOutcome out = run_job(*device, *bundle, &watchdog);
+          JobOutcome out = run_job(*device, *bundle, &watchdog, &memo);
           verdict = std::move(out.verdict);
           context_lost = out.context_lost;
         }

@@ -608,6 +608,63 @@ extern "C" __global__ void scale_wrong(float a, const float* x, float* y, int n)
   EXPECT_NE(v.message.find("(1 of 16384 elements differ)"), std::string::npos) << v.message;
 }
 
+// The original's runs on a capture do not depend on the candidate: a worker runs them for the
+// first candidate of a kernel and reuses them for the next on the same capture (the evidence names
+// the job that ran them), which is still checked in full against them. Another capture, or another
+// original, gets runs of its own.
+TEST_F(WorkerTest, OriginalRunsOnACaptureAreReusedByTheNextCandidate) {
+  WorkerProcess fresh; // nothing kept from other cases
+  auto cap = scale_capture("scale");
+  auto other = scale_capture("scale", 8192);
+  const char* same = R"(
+extern "C" __global__ void scale_same(float a, const float* x, float* y, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = a * x[i];
+})";
+  const char* wrong = R"(
+extern "C" __global__ void scale_wrong(float a, const float* x, float* y, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = i == 7 ? 0.5f : a * x[i];
+})";
+  auto capture_evidence = [](const Verdict& v) {
+    auto e = json::parse(v.evidence_json);
+    EXPECT_EQ(e["captures"].size(), 1u) << e.dump();
+    return e["captures"].empty() ? json::object() : e["captures"][0];
+  };
+  Job first = make_job("scale", CandidateKind::cuda, same, "scale_same", {&cap});
+  Verdict v1 = fresh.run(first, data_of({&cap}));
+  ASSERT_EQ(v1.kind, VerdictKind::not_faster) << describe(v1);
+  json c1 = capture_evidence(v1);
+  EXPECT_FALSE(c1.contains("original_runs_from_job")) << c1.dump();
+
+  Job second = make_job("scale", CandidateKind::cuda, same, "scale_same", {&cap});
+  Verdict v2 = fresh.run(second, data_of({&cap}));
+  ASSERT_EQ(v2.kind, VerdictKind::not_faster) << describe(v2);
+  json c2 = capture_evidence(v2);
+  EXPECT_EQ(c2.value("original_runs_from_job", uint64_t(0)), first.id) << c2.dump();
+  // Only the candidate's runs: twice under the two schedules, once with the second poison.
+  EXPECT_EQ(c2.value("runs", 0), 3) << c2.dump();
+  EXPECT_GT(c1.value("runs", 0), 3) << c1.dump();
+  // What the first job learned about the buffers stands.
+  EXPECT_EQ(c2["allocations"][1]["role"], "output") << c2.dump();
+  EXPECT_EQ(c2["allocations"][1]["poisoned_bytes"], c1["allocations"][1]["poisoned_bytes"]);
+
+  // A wrong candidate is compared with the kept results as with fresh ones.
+  Job wrong_job = make_job("scale", CandidateKind::cuda, wrong, "scale_wrong", {&cap});
+  Verdict vw = fresh.run(wrong_job, data_of({&cap}));
+  ASSERT_EQ(vw.kind, VerdictKind::mismatch) << describe(vw);
+  EXPECT_NE(vw.message.find("element 7"), std::string::npos) << vw.message;
+  EXPECT_EQ(capture_evidence(vw).value("original_runs_from_job", uint64_t(0)), first.id);
+
+  // Another capture of the same kernel: its own runs.
+  Job third = make_job("scale", CandidateKind::cuda, same, "scale_same", {&other});
+  Verdict v3 = fresh.run(third, data_of({&other}));
+  ASSERT_EQ(v3.kind, VerdictKind::not_faster) << describe(v3);
+  EXPECT_FALSE(capture_evidence(v3).contains("original_runs_from_job")) << v3.evidence_json;
+}
+
 TEST_F(WorkerTest, RaceIsNondeterministic) {
   Emu& emu = Emu::get();
   int n = 1024;
