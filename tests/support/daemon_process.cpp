@@ -29,7 +29,7 @@ std::string emu_agent_config(const std::string& emu_dir, const std::string& extr
     << "[worker]\ndriver = \"" << emu_dir << "/libcuda.so.1\"\n"
     << "[optimizer]\nenabled = true\nhot_min_launches = 20\ngpu_share = 1.0\n"
     << "[capture]\ncaptures_per_kernel = 2\ntimeout_s = 60\n"
-    << "[validation]\nwarmup = 1\nruns = 7\nmin_runs = 3\njob_timeout_s = 120\n"
+    << "[validation]\nwarmup = 0\nruns = 7\nmin_runs = 3\njob_timeout_s = 120\n"
     << extra;
   return s.str();
 }
@@ -54,6 +54,9 @@ TempDir::TempDir(const std::string& prefix) {
 }
 
 TempDir::~TempDir() {
+  // HONE_TEST_KEEP=1 keeps every test's directories (daemon logs, state) for a look afterwards.
+  const char* keep = std::getenv("HONE_TEST_KEEP");
+  if (keep && std::string(keep) == "1") return;
   std::error_code ec;
   fs::remove_all(m_path, ec);
 }
