@@ -41,7 +41,7 @@ void check(cudaError_t e, const char* what) {
 }
 
 constexpr unsigned k_block = 128;
-constexpr unsigned k_rounds = 64;
+unsigned g_rounds = 64; // mixing steps per key: --rounds
 constexpr unsigned k_buckets = 1024;
 constexpr unsigned k_odd_buckets = 512;
 
@@ -79,6 +79,8 @@ int main(int argc, char** argv) {
       mode = next();
     else if (a == "--n")
       n = unsigned(std::atol(next()));
+    else if (a == "--rounds")
+      g_rounds = unsigned(std::atol(next()));
     else if (a == "--odd-every")
       odd_every = std::atol(next());
     else if (a == "--odd-file")
@@ -86,12 +88,12 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--mode pytorch|llama|explicit|memnodes] [--seconds S] [--iterations N] "
-                   "[--stop-file PATH] [--n N] [--odd-every K] [--odd-file PATH]\n",
+                   "[--stop-file PATH] [--n N] [--rounds R] [--odd-every K] [--odd-file PATH]\n",
                    argv[0]);
       return 2;
     }
   }
-  if (n < 1024 ||
+  if (n < 1024 || g_rounds == 0 ||
       (mode != "pytorch" && mode != "llama" && mode != "explicit" && mode != "memnodes")) {
     std::fprintf(stderr, "graph: bad arguments\n");
     return 2;
@@ -103,8 +105,8 @@ int main(int argc, char** argv) {
   expect.odd.resize(n);
   for (unsigned i = 0; i < n; ++i) {
     keys[i] = i * 2246822519u ^ (i >> 3);
-    expect.even[i] = hone_rt::host_bucket(keys[i], k_buckets, k_rounds);
-    expect.odd[i] = hone_rt::host_bucket(keys[i], k_odd_buckets, k_rounds);
+    expect.even[i] = hone_rt::host_bucket(keys[i], k_buckets, g_rounds);
+    expect.odd[i] = hone_rt::host_bucket(keys[i], k_odd_buckets, g_rounds);
   }
   unsigned *d_keys = nullptr, *d_out[2] = {nullptr, nullptr};
   const size_t bytes = n * sizeof(unsigned);
@@ -120,7 +122,7 @@ int main(int argc, char** argv) {
   auto record_step = [&](unsigned* out, unsigned count, unsigned buckets) {
     check(cudaMemsetAsync(out, 0xff, bytes, stream), "cudaMemsetAsync");
     hone_rt::bucket<unsigned>
-        <<<(count + k_block - 1) / k_block, k_block, 0, stream>>>(out, d_keys, count, buckets, k_rounds);
+        <<<(count + k_block - 1) / k_block, k_block, 0, stream>>>(out, d_keys, count, buckets, g_rounds);
     check(cudaGetLastError(), "bucket<<<>>>");
     check(cudaMemcpyAsync(g_host_out, out, count * sizeof(unsigned), cudaMemcpyDeviceToHost, stream),
           "cudaMemcpyAsync");
@@ -180,7 +182,7 @@ int main(int argc, char** argv) {
     ms.height = 1;
     cudaGraphNode_t set = nullptr, kernel = nullptr, sub = nullptr, copy = nullptr, host = nullptr;
     check(cudaGraphAddMemsetNode(&set, g, nullptr, 0, &ms), "cudaGraphAddMemsetNode");
-    unsigned count = n, buckets = k_buckets, rounds = k_rounds;
+    unsigned count = n, buckets = k_buckets, rounds = g_rounds;
     void* args[] = {&d_out[0], &d_keys, &count, &buckets, &rounds};
     cudaKernelNodeParams kp{};
     kp.func = reinterpret_cast<void*>(&hone_rt::bucket<unsigned>);
@@ -219,7 +221,7 @@ int main(int argc, char** argv) {
     ms.width = bytes;
     ms.height = 1;
     check(cudaGraphAddMemsetNode(&set, g, &alloc, 1, &ms), "cudaGraphAddMemsetNode");
-    unsigned count = n, buckets = k_buckets, rounds = k_rounds;
+    unsigned count = n, buckets = k_buckets, rounds = g_rounds;
     void* args[] = {&out, &d_keys, &count, &buckets, &rounds};
     cudaKernelNodeParams kp{};
     kp.func = reinterpret_cast<void*>(&hone_rt::bucket<unsigned>);
@@ -290,7 +292,7 @@ int main(int argc, char** argv) {
       }
       if (odd_args) {
         // New argument values for this replay only, set on the executable graph.
-        unsigned c = n, buckets = k_odd_buckets, rounds = k_rounds;
+        unsigned c = n, buckets = k_odd_buckets, rounds = g_rounds;
         void* args[] = {&out, &d_keys, &c, &buckets, &rounds};
         cudaKernelNodeParams kp{};
         kp.func = reinterpret_cast<void*>(&hone_rt::bucket<unsigned>);

@@ -59,7 +59,7 @@ struct DaemonOptions {
 
 // hone.toml for a test of the whole loop on the emulated device: reports every 200 ms, the
 // optimizer on with a low hot threshold, the worker on `emu_dir`'s libcuda.so.1, two captures per
-// kernel, and a short benchmark (three runs settle a verdict: the modeled times have no noise);
+// kernel, and a short benchmark (no warmup, three runs settle a verdict: modeled times do not vary);
 // `extra` is appended.
 std::string emu_agent_config(const std::string& emu_dir, const std::string& extra = "");
 
