@@ -1,0 +1,482 @@
+// The remote tier's transport (store/remote.hpp) against real servers, each started by the test on
+// loopback and stopped with it: Debian's redis-server, and nginx with its WebDAV module (PUT and
+// DELETE enabled). Objects go in and come back byte for byte; a read-only remote refuses writes; a
+// remote that is down, or that accepts connections and never answers, gives a clear error within
+// its timeout; oversized objects are refused both ways. What no real server does on purpose — a
+// 200 with an HTML page, a body that never ends — comes from the scripted server on loopback that
+// the LLM tests use (support/llm_server.*).
+#include "llm_server.hpp"
+#include "store/remote.hpp"
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace hone;
+using namespace hone::store::remote;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A port nothing listens on now (bound, then released).
+uint16_t free_port() {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+bool accepts(uint16_t port) {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  bool ok = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(s);
+  return ok;
+}
+
+std::string find_program(const std::vector<std::string>& candidates) {
+  for (const auto& c : candidates) {
+    if (::access(c.c_str(), X_OK) == 0) return c;
+  }
+  return {};
+}
+
+// A server process of the test's own: started with `argv`, ready once `port` accepts, killed at
+// the end.
+class Server {
+public:
+  Server(std::vector<std::string> argv, uint16_t port) : m_port(port) {
+    m_pid = ::fork();
+    if (m_pid == 0) {
+      int null = ::open("/dev/null", O_RDWR);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      std::vector<char*> a;
+      for (auto& s : argv) a.push_back(s.data());
+      a.push_back(nullptr);
+      ::execv(a[0], a.data());
+      ::_exit(127);
+    }
+    for (int i = 0; i < 200 && !accepts(port); ++i) std::this_thread::sleep_for(25ms);
+  }
+  ~Server() { stop(); }
+  bool up() const { return accepts(m_port); }
+  void stop() {
+    if (m_pid <= 0) return;
+    ::kill(m_pid, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 200; ++i) {
+      if (::waitpid(m_pid, &status, WNOHANG) == m_pid) {
+        m_pid = -1;
+        return;
+      }
+      std::this_thread::sleep_for(25ms);
+    }
+    ::kill(m_pid, SIGKILL);
+    ::waitpid(m_pid, &status, 0);
+    m_pid = -1;
+  }
+  uint16_t port() const { return m_port; }
+
+private:
+  pid_t m_pid = -1;
+  uint16_t m_port;
+};
+
+class Dir {
+public:
+  Dir() {
+    std::string t = (fs::temp_directory_path() / "hone-remote-XXXXXX").string();
+    if (!::mkdtemp(t.data())) throw std::runtime_error("mkdtemp");
+    m_path = t;
+    // nginx's workers run as another user when the test runs as root
+    ::chmod(t.c_str(), 0755);
+  }
+  ~Dir() {
+    std::error_code ec;
+    fs::remove_all(m_path, ec);
+  }
+  const fs::path& path() const { return m_path; }
+
+private:
+  fs::path m_path;
+};
+
+std::unique_ptr<Server> start_redis(const Dir& dir, const std::string& password = {}) {
+  std::string bin = find_program({"/usr/bin/redis-server", "/usr/local/bin/redis-server"});
+  if (bin.empty()) return nullptr;
+  uint16_t port = free_port();
+  std::vector<std::string> argv{bin,       "--port", std::to_string(port), "--bind", "127.0.0.1",
+                                "--save",  "",       "--appendonly",       "no",     "--dir",
+                                dir.path().string(), "--daemonize", "no"};
+  if (!password.empty()) argv.insert(argv.end(), {"--requirepass", password});
+  auto s = std::make_unique<Server>(argv, port);
+  return s->up() ? std::move(s) : nullptr;
+}
+
+// nginx serving dir/www, with WebDAV PUT and DELETE under /hone/.
+std::unique_ptr<Server> start_nginx(const Dir& dir) {
+  std::string bin = find_program({"/usr/sbin/nginx", "/usr/bin/nginx"});
+  if (bin.empty()) return nullptr;
+  uint16_t port = free_port();
+  fs::path www = dir.path() / "www", body = dir.path() / "body";
+  fs::create_directories(www / "hone");
+  fs::create_directories(body);
+  for (const auto& p : {www, www / "hone", body}) ::chmod(p.c_str(), 0777);
+  std::ofstream(www / "page.html") << "<html>not an object</html>";
+  fs::path conf = dir.path() / "nginx.conf";
+  std::string d = dir.path().string();
+  std::ofstream(conf) << "daemon off;\nworker_processes 1;\npid " << d << "/nginx.pid;\n"
+                      << "error_log " << d << "/error.log;\n"
+                      << "events { worker_connections 64; }\n"
+                      << "http {\n  access_log off;\n  default_type application/octet-stream;\n"
+                      << "  client_max_body_size 100m;\n"
+                      << "  client_body_temp_path " << body.string() << ";\n"
+                      << "  proxy_temp_path " << d << "/proxy;\n  fastcgi_temp_path " << d
+                      << "/fastcgi;\n  uwsgi_temp_path " << d << "/uwsgi;\n  scgi_temp_path " << d
+                      << "/scgi;\n"
+                      << "  types { text/html html; }\n"
+                      << "  server {\n    listen 127.0.0.1:" << port << ";\n    root " << www.string()
+                      << ";\n    location /hone/ {\n      dav_methods PUT DELETE;\n"
+                      << "      create_full_put_path on;\n      dav_access user:rw group:r all:r;\n"
+                      << "    }\n  }\n}\n";
+  auto s = std::make_unique<Server>(
+      std::vector<std::string>{bin, "-c", conf.string(), "-p", d, "-e", d + "/error.log"}, port);
+  return s->up() ? std::move(s) : nullptr;
+}
+
+// Accepts connections (the kernel's backlog) and never answers: a hung remote.
+class Silent {
+public:
+  Silent() {
+    m_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(m_fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(m_fd, 16);
+    socklen_t n = sizeof a;
+    ::getsockname(m_fd, reinterpret_cast<sockaddr*>(&a), &n);
+    m_port = ntohs(a.sin_port);
+  }
+  ~Silent() { ::close(m_fd); }
+  uint16_t port() const { return m_port; }
+
+private:
+  int m_fd = -1;
+  uint16_t m_port = 0;
+};
+
+std::string random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = char(rng());
+  return s;
+}
+
+std::unique_ptr<Backend> backend(const std::string& url, Limits limits = {}) {
+  auto e = parse_url(url);
+  EXPECT_TRUE(e) << url << ": " << (e ? "" : e.error().message);
+  if (!e) return nullptr;
+  auto b = connect(*e, limits);
+  EXPECT_TRUE(b) << (b ? "" : b.error().message);
+  return b ? std::move(*b) : nullptr;
+}
+
+Limits short_limits() {
+  Limits l;
+  l.connect_timeout = 500ms;
+  l.timeout = 800ms;
+  return l;
+}
+
+} // namespace
+
+TEST(RemoteUrl, ParsesEveryFormAndNeverShowsThePassword) {
+  auto r = parse_url("redis://hone:s3cret@cache.internal:6380/2|read-only");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->scheme, Scheme::redis);
+  EXPECT_EQ(r->host, "cache.internal");
+  EXPECT_EQ(r->port, 6380);
+  EXPECT_EQ(r->user, "hone");
+  EXPECT_EQ(r->password, "s3cret");
+  EXPECT_EQ(r->db, 2u);
+  EXPECT_TRUE(r->read_only);
+  EXPECT_EQ(r->display.find("s3cret"), std::string::npos) << r->display;
+  EXPECT_EQ(r->display, "redis://hone:***@cache.internal:6380/2|read-only");
+
+  auto d = parse_url("redis://localhost");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->port, 6379);
+  EXPECT_EQ(d->db, 0u);
+
+  auto h = parse_url("https://objects.example.com/fleet/hone/|sigv4=us-east-1:s3");
+  ASSERT_TRUE(h) << h.error().message;
+  EXPECT_EQ(h->scheme, Scheme::https);
+  EXPECT_EQ(h->port, 443);
+  EXPECT_EQ(h->prefix, "/fleet/hone");
+  EXPECT_EQ(h->sigv4, "us-east-1:s3");
+
+  auto v6 = parse_url("http://[::1]:8080/x");
+  ASSERT_TRUE(v6) << v6.error().message;
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 8080);
+
+  auto pct = parse_url("redis://:p%40ss@h:1");
+  ASSERT_TRUE(pct) << pct.error().message;
+  EXPECT_EQ(pct->password, "p@ss");
+  EXPECT_EQ(pct->display, "redis://***@h:1/0");
+
+  // Wrong forms say what is wrong.
+  auto says = [](const std::string& url, const std::string& what) {
+    auto e = parse_url(url);
+    ASSERT_FALSE(e) << url;
+    EXPECT_NE(e.error().message.find(what), std::string::npos) << url << ": " << e.error().message;
+    EXPECT_EQ(e.error().message.find("s3cret"), std::string::npos) << e.error().message;
+  };
+  says("cache:6379", "needs a scheme");
+  says("ftp://h/x", "unknown remote scheme");
+  says("rediss://u:s3cret@h:6379", "TLS");
+  says("redis://h:0", "bad port");
+  says("redis://h:99999", "bad port");
+  says("redis://h:63a9", "bad port");
+  says("redis://h/x", "database number");
+  says("redis://:6379", "needs a host");
+  says("http://user:s3cret@h/x", "credentials in an http(s) URL");
+  says("http://h/x|sigv4=us-east-1", "REGION:SERVICE");
+  says("redis://h|sigv4=a:b", "http(s) remotes only");
+  says("http://h/x|writable", "unknown remote attribute");
+  says("http://h/x|credentials=/k", "is for sigv4");
+  says("http://h/x?a=1", "no query");
+}
+
+TEST(RemoteUrl, Sigv4KeysComeFromTheEnvironmentOrAPrivateFile) {
+  ::unsetenv("AWS_ACCESS_KEY_ID");
+  ::unsetenv("AWS_SECRET_ACCESS_KEY");
+  auto e = parse_url("http://127.0.0.1:9/b|sigv4=us-east-1:s3");
+  ASSERT_TRUE(e);
+  auto none = connect(*e);
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("AWS_ACCESS_KEY_ID"), std::string::npos);
+
+  Dir dir;
+  fs::path keys = dir.path() / "keys";
+  std::ofstream(keys) << "AWS_ACCESS_KEY_ID = AKIDEXAMPLE\nAWS_SECRET_ACCESS_KEY = secret-key\n";
+  ::chmod(keys.c_str(), 0644);
+  auto f = parse_url("http://127.0.0.1:9/b|sigv4=us-east-1:s3|credentials=" + keys.string());
+  ASSERT_TRUE(f) << f.error().message;
+  auto open = connect(*f);
+  ASSERT_FALSE(open);
+  EXPECT_NE(open.error().message.find("chmod 600"), std::string::npos) << open.error().message;
+  ::chmod(keys.c_str(), 0600);
+  auto good = connect(*f);
+  EXPECT_TRUE(good) << good.error().message;
+}
+
+TEST(RemoteRedis, ObjectsRoundTripAndAReadOnlyRemoteRefusesWrites) {
+  Dir dir;
+  auto redis = start_redis(dir, "fleet-pass");
+  ASSERT_TRUE(redis) << "redis-server (Debian package redis-server) did not start";
+  std::string url = "redis://:fleet-pass@127.0.0.1:" + std::to_string(redis->port()) + "/3";
+  auto b = backend(url);
+  ASSERT_TRUE(b);
+  std::string object = random_bytes(300000, 1);
+  object[17] = '\0'; // binary-safe
+  auto miss = b->get("k1");
+  ASSERT_TRUE(miss) << miss.error().message;
+  EXPECT_FALSE(miss->has_value());
+  ASSERT_TRUE(b->put("k1", object));
+  auto hit = b->get("k1");
+  ASSERT_TRUE(hit) << hit.error().message;
+  ASSERT_TRUE(hit->has_value());
+  EXPECT_EQ(**hit, object);
+  auto there = b->exists("k1");
+  ASSERT_TRUE(there);
+  EXPECT_TRUE(*there);
+  // An empty object is an object.
+  ASSERT_TRUE(b->put("empty", ""));
+  auto empty = b->get("empty");
+  ASSERT_TRUE(empty && empty->has_value());
+  EXPECT_TRUE((*empty)->empty());
+
+  // Another database does not see it; a read-only client reads but never writes.
+  auto other = backend("redis://:fleet-pass@127.0.0.1:" + std::to_string(redis->port()) + "/4");
+  auto not_there = other->get("k1");
+  ASSERT_TRUE(not_there);
+  EXPECT_FALSE(not_there->has_value());
+  auto ro = backend(url + "|read-only");
+  auto read = ro->get("k1");
+  ASSERT_TRUE(read && read->has_value());
+  auto refused = ro->put("k2", "x");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("read-only"), std::string::npos);
+
+  // A wrong password is an error that does not show it.
+  auto wrong = backend("redis://:not-it@127.0.0.1:" + std::to_string(redis->port()));
+  auto denied = wrong->get("k1");
+  ASSERT_FALSE(denied);
+  EXPECT_NE(denied.error().message.find("AUTH"), std::string::npos) << denied.error().message;
+  EXPECT_EQ(denied.error().message.find("not-it"), std::string::npos) << denied.error().message;
+
+  // Oversized objects are refused both ways, and the limit is named.
+  Limits small;
+  small.max_object_bytes = 1000;
+  auto tight = backend(url, small);
+  auto big = tight->get("k1");
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().message.find("over the limit"), std::string::npos) << big.error().message;
+  EXPECT_FALSE(tight->put("k3", std::string(1001, 'x')));
+
+  // Keys are names, not paths or commands.
+  EXPECT_FALSE(b->get("a/b"));
+  EXPECT_FALSE(b->put("a b", "x"));
+}
+
+TEST(RemoteRedis, ADownOrSilentServerIsAnErrorWithinTheTimeoutAndARestartIsReconnected) {
+  Dir dir;
+  auto redis = start_redis(dir);
+  ASSERT_TRUE(redis);
+  uint16_t port = redis->port();
+  auto b = backend("redis://127.0.0.1:" + std::to_string(port), short_limits());
+  ASSERT_TRUE(b->put("k", "v"));
+  redis->stop();
+  auto down = b->get("k");
+  ASSERT_FALSE(down);
+  EXPECT_NE(down.error().message.find("127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << down.error().message;
+  // Back on the same port (empty: nothing was saved): the backend reconnects by itself.
+  std::vector<std::string> argv{"/usr/bin/redis-server", "--port", std::to_string(port), "--bind",
+                                "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
+                                dir.path().string()};
+  Server again(argv, port);
+  ASSERT_TRUE(again.up());
+  auto back = b->get("k");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_FALSE(back->has_value());
+
+  Silent silent;
+  auto hung = backend("redis://127.0.0.1:" + std::to_string(silent.port()), short_limits());
+  auto r = hung->get("k");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("STRLEN failed"), std::string::npos) << r.error().message;
+}
+
+TEST(RemoteHttp, ObjectsRoundTripThroughNginxWebDav) {
+  Dir dir;
+  auto nginx = start_nginx(dir);
+  ASSERT_TRUE(nginx) << "nginx (Debian package nginx-light) did not start";
+  std::string base = "http://127.0.0.1:" + std::to_string(nginx->port());
+  auto b = backend(base + "/hone/fleet/");
+  ASSERT_TRUE(b);
+  std::string object = random_bytes(500000, 2);
+  auto miss = b->get("k1");
+  ASSERT_TRUE(miss) << miss.error().message;
+  EXPECT_FALSE(miss->has_value());
+  auto absent = b->exists("k1");
+  ASSERT_TRUE(absent) << absent.error().message;
+  EXPECT_FALSE(*absent);
+  auto put = b->put("k1", object);
+  ASSERT_TRUE(put) << put.error().message;
+  auto hit = b->get("k1");
+  ASSERT_TRUE(hit) << hit.error().message;
+  ASSERT_TRUE(hit->has_value());
+  EXPECT_EQ(**hit, object);
+  auto there = b->exists("k1");
+  ASSERT_TRUE(there);
+  EXPECT_TRUE(*there);
+  // Written where the URL says, as a plain file.
+  EXPECT_TRUE(fs::exists(dir.path() / "www/hone/fleet/k1"));
+  // Overwritten in place.
+  ASSERT_TRUE(b->put("k1", "second"));
+  EXPECT_EQ(**b->get("k1"), "second");
+
+  // A read-only URL never writes; a path the server does not let us write is an error with the
+  // status.
+  auto ro = backend(base + "/hone/fleet|read-only");
+  EXPECT_EQ(**ro->get("k1"), "second");
+  auto refused = ro->put("k2", "x");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("read-only"), std::string::npos);
+  auto nodav = backend(base + "/elsewhere");
+  auto r405 = nodav->put("k", "x");
+  ASSERT_FALSE(r405);
+  EXPECT_NE(r405.error().message.find("HTTP 405"), std::string::npos) << r405.error().message;
+
+  // An HTML page where an object should be is not an object.
+  auto page = backend(base);
+  auto html = page->get("page.html");
+  ASSERT_FALSE(html);
+  EXPECT_NE(html.error().message.find("Content-Type 'text/html'"), std::string::npos)
+      << html.error().message;
+
+  // Size limits, both ways.
+  Limits small;
+  small.max_object_bytes = 1000;
+  auto tight = backend(base + "/hone/fleet", small);
+  ASSERT_TRUE(b->put("big", std::string(5000, 'x')));
+  auto big = tight->get("big");
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().message.find("over the limit"), std::string::npos) << big.error().message;
+  EXPECT_FALSE(tight->put("k3", std::string(1001, 'x')));
+
+  // nginx stopped: a connection error naming the remote.
+  nginx->stop();
+  auto down = b->get("k1");
+  ASSERT_FALSE(down);
+  EXPECT_NE(down.error().message.find("127.0.0.1"), std::string::npos) << down.error().message;
+}
+
+TEST(RemoteHttp, SlowHungAndEndlessRepliesEndAtTheLimits) {
+  Silent silent;
+  auto hung = backend("http://127.0.0.1:" + std::to_string(silent.port()) + "/x", short_limits());
+  auto r = hung->get("k");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("GET k failed"), std::string::npos) << r.error().message;
+
+  // A body that never ends, without a length: cut at the size limit.
+  test::LlmServer server;
+  test::LlmResponse endless;
+  endless.oversize_bytes = 1 << 20;
+  server.push(endless);
+  Limits small;
+  small.max_object_bytes = 4096;
+  auto b = backend("http://127.0.0.1:" + std::to_string(server.port()) + "/x", small);
+  auto big = b->get("k");
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().message.find("over the limit"), std::string::npos) << big.error().message;
+
+  // An error status is an error, never an object.
+  test::LlmResponse error;
+  error.status = 503;
+  error.body = "busy";
+  server.push(error);
+  auto busy = b->get("k");
+  ASSERT_FALSE(busy);
+  EXPECT_NE(busy.error().message.find("HTTP 503"), std::string::npos) << busy.error().message;
+}
