@@ -14,7 +14,7 @@ DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev pkg-config \
                 nlohmann-json3-dev libcli11-dev libxxhash-dev libzstd-dev \
                 librocksdb-dev libboost-dev libspdlog-dev libfmt-dev libsystemd-dev \
                 libtomlplusplus-dev libcurl4-openssl-dev llvm-14-dev systemd procps \
-                libhiredis-dev redis-server nginx-light
+                libhiredis-dev libsodium-dev redis-server nginx-light
 
 .PHONY: all deps configure build test unit fuzz-smoke demo bench clean
 

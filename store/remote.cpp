@@ -1,10 +1,13 @@
 #include "store/remote.hpp"
 
+#include "store/sigv4.hpp"
+
 #include <curl/curl.h>
 #include <hiredis/hiredis.h>
 #include <sys/stat.h>
 
 #include <cctype>
+#include <ctime>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -511,16 +514,8 @@ private:
       cleanup.headers = curl_slist_append(cleanup.headers, "Content-Type: application/octet-stream");
       cleanup.headers = curl_slist_append(cleanup.headers, "Expect:");
     }
-    std::string userpwd, sigv4;
     if (m_keys) {
-      sigv4 = "aws:amz:" + m_endpoint.sigv4;
-      userpwd = m_keys->id + ":" + m_keys->secret;
-      curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4.c_str());
-      curl_easy_setopt(c, CURLOPT_USERPWD, userpwd.c_str());
-      if (!m_keys->token.empty()) {
-        cleanup.headers =
-            curl_slist_append(cleanup.headers, ("x-amz-security-token: " + m_keys->token).c_str());
-      }
+      for (const auto& h : sign(method, key, body)) cleanup.headers = curl_slist_append(cleanup.headers, h.c_str());
     }
     if (cleanup.headers) curl_easy_setopt(c, CURLOPT_HTTPHEADER, cleanup.headers);
     CURLcode rc = curl_easy_perform(c);
@@ -537,6 +532,33 @@ private:
     curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &type);
     if (type) reply.content_type = type;
     return reply;
+  }
+
+  // The headers of a request signed with AWS Signature Version 4 (sigv4.hpp): Host as curl sends
+  // it, the time, the payload's hash, the session token, and Authorization over all of them.
+  std::vector<std::string> sign(const char* method, const std::string& key, std::string_view body) {
+    bool default_port = (m_endpoint.scheme == Scheme::https && m_endpoint.port == 443) ||
+                        (m_endpoint.scheme == Scheme::http && m_endpoint.port == 80);
+    std::string host = m_endpoint.host.find(':') != std::string::npos ? "[" + m_endpoint.host + "]"
+                                                                      : m_endpoint.host;
+    if (!default_port) host += ":" + std::to_string(m_endpoint.port);
+    char stamp[32];
+    std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    gmtime_r(&now, &utc);
+    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+    size_t colon = m_endpoint.sigv4.find(':');
+    sigv4::Scope scope{stamp, m_endpoint.sigv4.substr(0, colon), m_endpoint.sigv4.substr(colon + 1)};
+    sigv4::Request r;
+    r.method = method;
+    r.path = m_endpoint.prefix + "/" + key;
+    r.payload_sha256 = sigv4::sha256_hex(body);
+    r.headers = {{"host", host}, {"x-amz-content-sha256", r.payload_sha256}, {"x-amz-date", stamp}};
+    if (!m_keys->token.empty()) r.headers.emplace_back("x-amz-security-token", m_keys->token);
+    std::vector<std::string> out;
+    for (const auto& [name, value] : r.headers) out.push_back(name + ": " + value);
+    out.push_back("Authorization: " + sigv4::authorization(m_keys->id, m_keys->secret, scope, r));
+    return out;
   }
 
   std::optional<Keys> m_keys;

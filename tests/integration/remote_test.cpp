@@ -7,6 +7,7 @@
 // the LLM tests use (support/llm_server.*).
 #include "llm_server.hpp"
 #include "store/remote.hpp"
+#include "store/sigv4.hpp"
 
 #include <gtest/gtest.h>
 
@@ -479,4 +480,55 @@ TEST(RemoteHttp, SlowHungAndEndlessRepliesEndAtTheLimits) {
   auto busy = b->get("k");
   ASSERT_FALSE(busy);
   EXPECT_NE(busy.error().message.find("HTTP 503"), std::string::npos) << busy.error().message;
+}
+
+// An S3-compatible remote: every request carries a Signature Version 4 over what was really sent
+// (the server recomputes it from the request it received), and the keys never appear in the URL or
+// in errors.
+TEST(RemoteHttp, Sigv4SignsWhatIsSent) {
+  Dir dir;
+  fs::path keys = dir.path() / "keys";
+  std::ofstream(keys) << "AWS_ACCESS_KEY_ID=AKIDTEST\nAWS_SECRET_ACCESS_KEY=test-secret-key\n";
+  ::chmod(keys.c_str(), 0600);
+  test::LlmServer server;
+  test::LlmResponse created;
+  created.status = 201;
+  server.push(created);
+  test::LlmResponse missing;
+  missing.status = 404;
+  server.push(missing);
+  auto b = backend("http://127.0.0.1:" + std::to_string(server.port()) +
+                   "/bucket/hone|sigv4=eu-west-1:s3|credentials=" + keys.string());
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->endpoint().display.find("test-secret-key"), std::string::npos);
+  ASSERT_TRUE(b->put("k1", "object bytes"));
+  auto absent = b->exists("k2");
+  ASSERT_TRUE(absent) << absent.error().message;
+  EXPECT_FALSE(*absent);
+
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  for (const auto& req : requests) {
+    SCOPED_TRACE(req.method + " " + req.path);
+    const auto& h = req.headers;
+    ASSERT_TRUE(h.count("authorization") && h.count("x-amz-date") && h.count("host") &&
+                h.count("x-amz-content-sha256"));
+    EXPECT_EQ(h.at("x-amz-content-sha256"), store::sigv4::sha256_hex(req.body));
+    // The signature, recomputed from the request as it arrived.
+    store::sigv4::Request r;
+    r.method = req.method;
+    r.path = req.path;
+    r.payload_sha256 = store::sigv4::sha256_hex(req.body);
+    r.headers = {{"host", h.at("host")},
+                 {"x-amz-content-sha256", h.at("x-amz-content-sha256")},
+                 {"x-amz-date", h.at("x-amz-date")}};
+    store::sigv4::Scope scope{h.at("x-amz-date"), "eu-west-1", "s3"};
+    EXPECT_EQ(h.at("authorization"),
+              store::sigv4::authorization("AKIDTEST", "test-secret-key", scope, r));
+    EXPECT_NE(h.at("authorization").find("Credential=AKIDTEST/"), std::string::npos);
+  }
+  EXPECT_EQ(requests[0].method, "PUT");
+  EXPECT_EQ(requests[0].path, "/bucket/hone/k1");
+  EXPECT_EQ(requests[0].body, "object bytes");
+  EXPECT_EQ(requests[1].method, "HEAD");
 }
