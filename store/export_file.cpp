@@ -64,6 +64,27 @@ private:
   XXH3_state_t m_state;
 };
 
+} // namespace
+
+std::string encode(const std::vector<std::string>& records) {
+  std::string out(k_magic);
+  uint32_t format = k_format;
+  uint32_t count = uint32_t(records.size());
+  out.append(reinterpret_cast<const char*>(&format), 4);
+  out.append(reinterpret_cast<const char*>(&count), 4);
+  for (const auto& rec : records) {
+    uint64_t len = rec.size();
+    out.append(reinterpret_cast<const char*>(&len), 8);
+    out += rec;
+  }
+  XXH128_hash_t h = XXH3_128bits(out.data(), out.size());
+  out.append(reinterpret_cast<const char*>(&h.low64), 8);
+  out.append(reinterpret_cast<const char*>(&h.high64), 8);
+  return out;
+}
+
+namespace {
+
 Result<void> write_body(int fd, const std::string& what, const std::vector<std::string>& records) {
   HashedOut out(fd, what);
   uint32_t format = k_format;

@@ -23,6 +23,9 @@ constexpr uint64_t k_max_file = uint64_t(4) << 30;
 // fsync, rename over `file`, fsync of the folder. On failure `file` is untouched.
 Result<void> write(const std::filesystem::path& file, const std::vector<std::string>& records);
 
+// The same bytes in memory (the remote tier's objects carry them).
+std::string encode(const std::vector<std::string>& records);
+
 // Checks the magic, the version and the checksum of a whole file's bytes, then splits it into its
 // records (still encoded). Nothing is returned unless the whole file is sound.
 Result<std::vector<std::string_view>> parse(std::string_view bytes);
