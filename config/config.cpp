@@ -60,6 +60,8 @@ enum class Kind : uint8_t {
   id_list, // std::vector<uint32_t>, each in [min, max]; in the environment, comma-separated
   boolean, // bool: TOML true/false; in the environment and flags also 1/0, yes/no, on/off
   number,  // double in [number_min, number_max]: a TOML float or integer; never NaN or infinite
+  string_list, // std::vector<std::string>, each accepted by `check`; in the environment,
+               // comma-separated
 };
 
 using StringField = std::string& (*)(Config&);
@@ -68,7 +70,9 @@ using U32Field = uint32_t& (*)(Config&);
 using ListField = std::vector<uint32_t>& (*)(Config&);
 using BoolField = bool& (*)(Config&);
 using DoubleField = double& (*)(Config&);
-using Field = std::variant<StringField, PathField, U32Field, ListField, BoolField, DoubleField>;
+using StringListField = std::vector<std::string>& (*)(Config&);
+using Field = std::variant<StringField, PathField, U32Field, ListField, BoolField, DoubleField,
+                           StringListField>;
 
 // True when a string value is acceptable; may say why not in `note` (shown after the value).
 using Check = bool (*)(std::string_view value, std::string& note);
@@ -235,6 +239,20 @@ bool check_empty_or_absolute(std::string_view v, std::string&) {
   return v.empty() || v.front() == '/';
 }
 
+// A remote URL's form (store/README.md, "Remote tier"); honed parses each fully when it starts.
+bool check_remote_url(std::string_view v, std::string& note) {
+  for (std::string_view scheme : {"redis://", "rediss://", "http://", "https://"}) {
+    if (v.substr(0, scheme.size()) == scheme && v.size() > scheme.size()) {
+      if (v.find_first_of(" \t\n") != std::string_view::npos) {
+        note = "it contains white space";
+        return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
 constexpr Section k_sections[] = {
     {"server",
      "The unix socket that shims (libhone.so) and honectl connect to, and its limits.\n"
@@ -242,6 +260,13 @@ constexpr Section k_sections[] = {
      "checks each peer's credentials against allowed_uids and allowed_gids (root and\n"
      "honed's own user always pass)."},
     {"store", "Where honed keeps what it learns: kernels, verified variants and their evidence."},
+    {"store.remote",
+     "The remote tier: verified variants shared between hosts of a fleet through Redis (or\n"
+     "Valkey) or an HTTP object store (a WebDAV server, an S3-compatible store). A kernel that\n"
+     "turns hot is looked up there first; what is found is validated on this host's own\n"
+     "captures before it serves anything, and a variant verified here is published. A remote\n"
+     "that is down or slow delays nothing: requests run in the background, within the\n"
+     "timeouts, and a failing remote is left alone for a while (docs/security.md)."},
     {"worker",
      "The worker processes that compile, validate and benchmark on the GPU (one per GPU)."},
     {"log", "Messages on standard error (the journal under systemd)."},
@@ -338,6 +363,37 @@ const Key k_keys[] = {
      .doc = "Directory of the store (RocksDB). Changed only by a restart. systemd creates\n"
             "/var/lib/hone for honed (StateDirectory=hone); another directory must be made\n"
             "writable for the service with ReadWritePaths= in a drop-in (ProtectSystem=strict)."},
+    {.section = "store.remote", .name = "urls", .kind = Kind::string_list,
+     .field = HONE_FIELD(store.remote.urls),
+     .check = check_remote_url,
+     .expect = "a URL starting redis://, http:// or https://",
+     .doc = "Remotes, each a URL: redis://[user:password@]host[:port][/db] or\n"
+            "http(s)://host[:port]/prefix, with attributes after '|': read-only (never\n"
+            "written), sigv4=REGION:SERVICE (sign requests for an S3-compatible store, with\n"
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment or from\n"
+            "credentials=PATH, a 0600 file). Empty: no remote tier."},
+    {.section = "store.remote", .name = "connect_timeout_ms", .kind = Kind::integer,
+     .field = HONE_FIELD(store.remote.connect_timeout_ms),
+     .min = 10, .max = 60000,
+     .doc = "How long a connection to a remote may take, in milliseconds."},
+    {.section = "store.remote", .name = "timeout_ms", .kind = Kind::integer,
+     .field = HONE_FIELD(store.remote.timeout_ms),
+     .min = 10, .max = 600000,
+     .doc = "How long one request may take in all, in milliseconds."},
+    {.section = "store.remote", .name = "max_object_mb", .kind = Kind::integer,
+     .field = HONE_FIELD(store.remote.max_object_mb),
+     .min = 1, .max = 4096,
+     .doc = "Larger objects are neither fetched nor published."},
+    {.section = "store.remote", .name = "key_file", .kind = Kind::path,
+     .field = HONE_FIELD(store.remote.key_file),
+     .check = check_empty_or_absolute,
+     .expect = "empty or an absolute path",
+     .doc = "The fleet key (at least 32 bytes, a file of mode 0600): what this host publishes is\n"
+            "signed with it (HMAC-SHA256), and what it fetches is checked with it."},
+    {.section = "store.remote", .name = "require_signature", .kind = Kind::boolean,
+     .field = HONE_FIELD(store.remote.require_signature),
+     .doc = "Drop fetched objects that are unsigned or not signed with key_file before\n"
+            "validating them."},
     {.section = "worker", .name = "driver", .kind = Kind::string,
      .field = HONE_FIELD(worker.driver),
      .check = check_driver,
@@ -787,6 +843,14 @@ std::string expectation(const Key& k, Form form, bool element) {
   case Kind::boolean:
     e = form == Form::toml ? "true or false" : "true or false (or 1/0, yes/no, on/off)";
     break;
+  case Kind::string_list:
+    if (element) {
+      e = std::string(k.expect);
+    } else {
+      e = form == Form::toml ? "an array of strings, each " + std::string(k.expect)
+                             : "a comma-separated list, each " + std::string(k.expect);
+    }
+    break;
   case Kind::number:
     e = "a number between " + number_text(k.number_min) + " and " + number_text(k.number_max);
     break;
@@ -930,6 +994,23 @@ Result<void> set_from_node(const Key& k, const toml::node& n, const std::string&
     (*std::get<ListField>(k.field))(c) = std::move(ids);
     return ok();
   }
+  case Kind::string_list: {
+    const auto* a = n.as_array();
+    if (!a) return bad_value(where, k, Form::toml, describe(n));
+    std::vector<std::string> items;
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::node& e = *a->get(i);
+      const auto* v = e.as_string();
+      std::string note;
+      if (!v || v->get().find('\0') != std::string::npos || (k.check && !k.check(v->get(), note))) {
+        return bad_value(position(file, e.source()), k, Form::toml, describe(e), note,
+                         "[" + std::to_string(i) + "]");
+      }
+      items.push_back(v->get());
+    }
+    (*std::get<StringListField>(k.field))(c) = std::move(items);
+    return ok();
+  }
   case Kind::boolean: {
     const auto* b = n.as_boolean();
     if (!b) {
@@ -996,6 +1077,24 @@ Result<void> set_from_text(const Key& k, std::string_view text, const std::strin
       start = comma + 1;
     }
     (*std::get<ListField>(k.field))(c) = std::move(ids);
+    return ok();
+  }
+  case Kind::string_list: {
+    std::vector<std::string> items;
+    size_t start = 0;
+    while (!text.empty() && start <= text.size()) {
+      size_t comma = text.find(',', start);
+      std::string_view item = text.substr(
+          start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+      std::string note;
+      if (k.check && !k.check(item, note)) return bad_value(where, k, Form::text, shown(text), note);
+      items.emplace_back(item);
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    (*std::get<StringListField>(k.field))(c) = std::move(items);
     return ok();
   }
   case Kind::boolean: {
@@ -1229,6 +1328,12 @@ Result<void> check_whole(const Config& c, const Origins& origins) {
     return below_floor(origins, "capture", "total_mb", c.capture.total_mb, "max_mb",
                        c.capture.max_mb, "so that the largest capture fits");
   }
+  if (c.store.remote.require_signature && c.store.remote.key_file.empty()) {
+    auto it = origins.find(find_key("store.remote", "require_signature"));
+    return make_error((it == origins.end() ? std::string("defaults") : it->second) +
+                      ": store.remote.require_signature is true but store.remote.key_file is "
+                      "empty: signatures are checked with the fleet key");
+  }
   return check_llm(c.agent.llm, origins);
 }
 
@@ -1289,6 +1394,10 @@ std::string default_value(const Key& k) {
           return v ? "true" : "false";
         } else if constexpr (std::is_same_v<T, double>) {
           return toml_float(v);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          std::string out = "[";
+          for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + toml_string(v[i]);
+          return out + "]";
         } else {
           std::string out = "[";
           for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);

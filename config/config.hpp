@@ -30,8 +30,21 @@ struct ServerConfig {
   bool operator==(const ServerConfig&) const = default;
 };
 
+// The store's remote tier (store/README.md, "Remote tier"): verified variants shared between
+// hosts through Redis or an HTTP object store. Whatever is fetched is validated here first.
+struct RemoteConfig {
+  std::vector<std::string> urls;          // redis://..., http(s)://...; attributes after '|'
+  uint32_t connect_timeout_ms = 1000;
+  uint32_t timeout_ms = 3000;             // a whole request
+  uint32_t max_object_mb = 64;
+  std::filesystem::path key_file;         // fleet key: signs what is published, checks what is fetched
+  bool require_signature = false;         // drop unsigned or badly signed objects unvalidated
+  bool operator==(const RemoteConfig&) const = default;
+};
+
 struct StoreConfig {
   std::filesystem::path state_dir = "/var/lib/hone";
+  RemoteConfig remote;
   bool operator==(const StoreConfig&) const = default;
 };
 

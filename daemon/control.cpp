@@ -164,6 +164,12 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
     return done(json{{"schema", "hone.kernels/1"}, {"kernels", std::move(list)}});
   }
   if (cmd == "metrics") return done(json{{"text", metrics_text()}});
+  if (cmd == "fleet") {
+    if (!m_fleet || !m_fleet->enabled()) {
+      return done(json{{"remotes", json::array()}, {"signing", false}, {"require_signature", false}});
+    }
+    return done(m_fleet->status_json());
+  }
   if (cmd == "jobs")
     return done(json{{"schema", "hone.jobs/1"}, {"jobs", m_optimizer->jobs_json()}});
   if (cmd == "job") {
@@ -485,6 +491,7 @@ std::string Daemon::metrics_text() const {
       }
     }
   }
+  if (m_fleet) out += m_fleet->metrics_text();
   return out;
 }
 

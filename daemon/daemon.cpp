@@ -44,11 +44,19 @@ Daemon::~Daemon() = default;
 
 Result<void> Daemon::start() {
   if (auto r = m_registry.load(); !r) return r;
+  auto fleet = Fleet::create(m_io, m_config.store.remote);
+  if (!fleet) return fleet.error();
+  m_fleet = std::move(*fleet);
+  for (const auto& url : m_config.store.remote.urls) {
+    auto e = store::remote::parse_url(url);
+    spdlog::info("fleet: remote {}", e ? e->display : std::string("?"));
+  }
   m_optimizer = std::make_unique<Optimizer>(
       m_io, m_config, m_store.get(), m_registry,
       [this](uint64_t conn, std::string frame, UniqueFd fd) {
         send_to(conn, std::move(frame), std::move(fd));
-      });
+      },
+      m_fleet.get());
   const std::string& path = m_config.server.socket;
   fs::path parent = fs::path(path).parent_path();
   std::error_code ec;

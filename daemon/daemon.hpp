@@ -80,6 +80,7 @@ private:
   config::Config m_config;
   std::unique_ptr<store::Store> m_store;
   Registry m_registry;
+  std::unique_ptr<Fleet> m_fleet;
   std::unique_ptr<Optimizer> m_optimizer;
   std::unique_ptr<asio::local::stream_protocol::acceptor> m_acceptor;
   std::unique_ptr<asio::ip::tcp::acceptor> m_metrics;

@@ -68,9 +68,9 @@ uint32_t driver_major(uint32_t driver_version) {
 } // namespace
 
 Optimizer::Optimizer(asio::io_context& io, const config::Config& config, store::Store* store,
-                     Registry& registry, Send send)
+                     Registry& registry, Send send, Fleet* fleet)
     : m_io(io), m_config(config), m_store(store), m_registry(registry), m_send(std::move(send)),
-      m_timer(io) {
+      m_timer(io), m_fleet(fleet) {
   WorkerSettings ws;
   ws.driver = m_config.worker.driver;
   ws.job_timeout = std::chrono::seconds(m_config.validation.job_timeout_s);
@@ -488,6 +488,18 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
                                    : store::KernelState::rejected;
     k->dirty = true;
   }
+  if (job.revalidates) fleet_settled(job, verified);
+  if (verified && !job.revalidates && m_fleet && m_fleet->enabled() && m_store && !arch.empty()) {
+    // Verified here: the fleet gets this host's verified variants of the kernel for its target.
+    std::vector<store::VariantRecord> mine;
+    if (auto list = m_store->variants_of(job.kernel)) {
+      for (auto& vr : *list) {
+        if (vr.state == store::VariantState::verified && vr.arch == arch && vr.driver_major == major)
+          mine.push_back(std::move(vr));
+      }
+    }
+    m_fleet->publish(job.kernel, arch, major, mine);
+  }
   if (verified) push(job.kernel);
 }
 
@@ -793,6 +805,7 @@ void Optimizer::run_strategies() {
     if (k->record.disabled || k->record.launches < m_config.optimizer.hot_min_launches) continue;
     if (k->processes.empty()) continue;
     Work& w = m_work[key];
+    if (fleet_first(key, *k, w)) continue;
     for (agent::Strategy* s : order) {
       if (std::find(k->record.tried.begin(), k->record.tried.end(), s->id()) !=
           k->record.tried.end()) {
@@ -887,6 +900,84 @@ json Optimizer::agent_json() const {
   return json{{"strategies", std::move(strategies)},
               {"sessions", std::move(sessions)},
               {"llm", m_llm_state}};
+}
+
+bool Optimizer::fleet_first(const KernelKey& key, KernelInfo& k, Work& w) {
+  using FS = Work::FleetState;
+  if (!m_fleet || !m_fleet->enabled() || !m_store || w.fleet == FS::done) return false;
+  if (w.fleet != FS::unknown) return true;
+  // What this kernel runs on: the first process running it.
+  const auto& procs = m_registry.processes();
+  auto p = procs.find(*k.processes.begin());
+  if (p == procs.end() || p->second.hello.arch.empty()) return false;
+  w.fleet = FS::looking;
+  std::string arch = p->second.hello.arch;
+  uint32_t major = driver_major(p->second.hello.driver_version);
+  m_fleet->lookup(key, arch, major, [this, key](Fleet::Found found) {
+    Work& w = m_work[key];
+    size_t pending = 0;
+    for (auto& v : found.candidates) {
+      auto old = m_store->get_variant(v.id);
+      if (old && *old) {
+        pending += (*old)->state == store::VariantState::imported;
+        continue; // known here already: verified, rejected or waiting
+      }
+      v.created = now_s();
+      if (auto r = m_store->put_variant(v); !r) {
+        spdlog::error("{}: storing a candidate from the fleet: {}", key.entry, r.error().message);
+        continue;
+      }
+      ++pending;
+    }
+    if (pending == 0) {
+      w.fleet = Work::FleetState::done;
+      advance_soon();
+      return;
+    }
+    w.fleet = Work::FleetState::adopted;
+    w.fleet_from = found.remote;
+    spdlog::info("{}: {} candidate(s) from the fleet ({}): validated here before they serve; the "
+                 "strategies wait",
+                 key.entry, pending, found.remote);
+    revalidate_imports();
+  });
+  return true;
+}
+
+void Optimizer::fleet_settled(const JobEntry& job, bool verified) {
+  auto it = m_work.find(job.kernel);
+  if (it == m_work.end() || it->second.fleet != Work::FleetState::adopted) return;
+  Work& w = it->second;
+  KernelInfo* k = m_registry.kernel(job.kernel);
+  if (verified) {
+    // Adopted: this host's own validation proved it, so the search is not run again here
+    // (honectl retry runs one strategy on demand).
+    if (k) {
+      for (const auto& s : m_strategies) {
+        if (std::find(k->record.tried.begin(), k->record.tried.end(), s->id()) !=
+            k->record.tried.end()) {
+          continue;
+        }
+        k->record.tried.push_back(s->id());
+        k->skipped[s->id()] = "not run: a variant from the fleet (" + w.fleet_from +
+                              ") was verified here";
+      }
+      k->dirty = true;
+    }
+    spdlog::info("{}: adopted from the fleet ({}) after validation here", job.kernel.entry,
+                 w.fleet_from);
+    w.fleet = Work::FleetState::done;
+    return;
+  }
+  bool more = std::any_of(m_jobs.begin(), m_jobs.end(), [&](const auto& j) {
+    return j.second.kernel == job.kernel && j.second.revalidates && j.second.state != JobState::done;
+  });
+  if (!more) {
+    spdlog::info("{}: the fleet's candidates failed validation here; the strategies run",
+                 job.kernel.entry);
+    w.fleet = Work::FleetState::done;
+    advance_soon();
+  }
 }
 
 void Optimizer::revalidate_imports() {

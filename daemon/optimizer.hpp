@@ -6,6 +6,7 @@
 
 #include "agent/strategy.hpp"
 #include "config/config.hpp"
+#include "daemon/fleet.hpp"
 #include "daemon/registry.hpp"
 #include "daemon/unique_fd.hpp"
 #include "daemon/worker_pool.hpp"
@@ -33,8 +34,9 @@ public:
   // Send a frame (with an optional descriptor) to the shim on connection `conn`.
   using Send = std::function<void(uint64_t conn, std::string frame, UniqueFd fd)>;
 
+  // `fleet` (may be null): the remote tier, asked before the strategies and told what is verified.
   Optimizer(asio::io_context& io, const config::Config& config, store::Store* store,
-            Registry& registry, Send send);
+            Registry& registry, Send send, Fleet* fleet = nullptr);
   ~Optimizer();
 
   void start();
@@ -83,6 +85,10 @@ private:
     std::vector<CaptureEntry> captures;
     int64_t capture_asked_at = 0;
     uint32_t captures_asked = 0;
+    // The remote tier: not asked yet, asked, candidates from it being validated here, settled.
+    enum class FleetState : uint8_t { unknown, looking, adopted, done };
+    FleetState fleet = FleetState::unknown;
+    std::string fleet_from;
   };
   enum class JobState { waiting, running, done };
   struct JobEntry {
@@ -111,6 +117,10 @@ private:
   void load_persisted_captures();
   void run_strategies();
   void revalidate_imports();
+  // Ask the fleet for `key` once (true while its answer or its candidates' validation is awaited:
+  // the strategies wait).
+  bool fleet_first(const KernelKey& key, KernelInfo& k, Work& w);
+  void fleet_settled(const JobEntry& job, bool verified);
   bool prerequisites(JobEntry& job);
   void start_job(JobEntry& job);
   void finish_job(JobEntry& job, const Verdict& v);
@@ -133,6 +143,7 @@ private:
   Send m_send;
   std::unique_ptr<WorkerPool> m_workers;
   std::vector<std::unique_ptr<agent::Strategy>> m_strategies;
+  Fleet* m_fleet = nullptr;
   // One strategy's work on one kernel, while it may still propose candidates or await verdicts.
   struct SessionEntry {
     KernelKey kernel;

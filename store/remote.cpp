@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <cctype>
+#include <cerrno>
 #include <ctime>
 #include <cstdlib>
 #include <fstream>
@@ -345,6 +346,9 @@ private:
         redisCommandArgv(*c, int(argv.size()), argv.data(), lens.data()));
     if (!r) {
       std::string why = (*c)->errstr[0] ? (*c)->errstr : "no reply";
+      if ((*c)->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        why = "no answer within " + std::to_string(m_limits.timeout.count()) + " ms";
+      }
       drop(); // the connection is in an unknown state: a fresh one next time
       return make_error(where() + ": " + std::string(args.front()) + " failed: " + why);
     }

@@ -794,6 +794,48 @@ int cmd_submit(const Options& o) {
   return verified ? k_exit_ok : k_exit_failed;
 }
 
+int cmd_fleet(const Options& o) {
+  auto s = connect(o);
+  if (!s) return fail(s.error());
+  auto r = s->request(json{{"cmd", "fleet"}});
+  if (!r) return fail(r.error());
+  if (o.json) {
+    print_json(*r);
+    return k_exit_ok;
+  }
+  const json remotes = r->value("remotes", json::array());
+  if (remotes.empty()) {
+    std::cout << "no remote tier: [store.remote] urls is empty in hone.toml\n";
+    return k_exit_ok;
+  }
+  Table t({{"REMOTE"},
+           {"STATE"},
+           {"HITS", Align::right},
+           {"MISSES", Align::right},
+           {"PUBLISHED", Align::right},
+           {"REJECTED", Align::right},
+           {"ERRORS", Align::right},
+           {"LAST ERROR"}});
+  for (const auto& rem : remotes) {
+    std::string state = rem.value("backing_off", false) ? "backing off"
+                        : rem.value("reachable", false) ? "reachable"
+                        : rem.value("errors", uint64_t(0)) ? "unreachable"
+                                                           : "not asked yet";
+    if (rem.value("read_only", false)) state += ", read-only";
+    t.row({str(rem, "remote"), state, human_count(rem.value("hits", uint64_t(0))),
+           human_count(rem.value("misses", uint64_t(0))),
+           human_count(rem.value("published", uint64_t(0))),
+           human_count(rem.value("rejected", uint64_t(0))),
+           human_count(rem.value("errors", uint64_t(0))), ellipsize(str(rem, "last_error"), 60)});
+  }
+  std::cout << t.render();
+  std::cout << "signing: " << (r->value("signing", false) ? "on (key_file)" : "off")
+            << ", unsigned objects: "
+            << (r->value("require_signature", false) ? "refused" : "validated like any candidate")
+            << "\n";
+  return k_exit_ok;
+}
+
 int cmd_metrics(const Options& o) {
   auto s = connect(o);
   if (!s) return fail(s.error());
@@ -913,6 +955,10 @@ int main(int argc, char** argv) {
   auto* jobs = add("jobs", "Validation jobs: queued, running and recently finished, with verdicts");
   json_opt(jobs, "Print the daemon's JSON (schema hone.jobs/1)");
 
+  auto* fleet = add("fleet", "The remote tier: each remote's state, hits, misses, published and "
+                             "rejected objects, and its last error");
+  json_opt(fleet, "Print the daemon's JSON");
+
   auto* metrics = add("metrics", "The Prometheus metrics honed exposes");
   json_opt(metrics, "Print the daemon's JSON");
 
@@ -957,6 +1003,7 @@ int main(int argc, char** argv) {
   if (exp->parsed()) return cmd_export(o);
   if (imp->parsed()) return cmd_import(o);
   if (metrics->parsed()) return cmd_metrics(o);
+  if (fleet->parsed()) return cmd_fleet(o);
   if (submit->parsed()) return cmd_submit(o);
   if (jobs->parsed()) return cmd_jobs(o);
   if (doc->parsed()) {

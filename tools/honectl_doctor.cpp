@@ -1,5 +1,8 @@
 #include "tools/honectl_doctor.hpp"
 
+#include "store/remote.hpp"
+#include "store/remote_object.hpp"
+
 #include "common/version.hpp"
 #include "config/config.hpp"
 #include "store/store.hpp"
@@ -448,6 +451,37 @@ int doctor(const DoctorOptions& o) {
     }
   }
   checks.push_back(config_check);
+  // The remote tier: each remote asked once, within the configured timeouts.
+  if (cfg) {
+    store::remote::Limits limits;
+    limits.connect_timeout = std::chrono::milliseconds(cfg->store.remote.connect_timeout_ms);
+    limits.timeout = std::chrono::milliseconds(cfg->store.remote.timeout_ms);
+    for (size_t i = 0; i < cfg->store.remote.urls.size(); ++i) {
+      std::string name = "remote " + std::to_string(i);
+      auto e = store::remote::parse_url(cfg->store.remote.urls[i]);
+      if (!e) {
+        checks.push_back({name, Level::fail, "store.remote.urls[" + std::to_string(i) + "]: " +
+                                                 e.error().message,
+                          "fix the URL in hone.toml"});
+        continue;
+      }
+      auto b = store::remote::connect(*e, limits);
+      auto r = b ? (*b)->exists("hone-doctor-probe") : Result<bool>(b.error());
+      if (r) {
+        checks.push_back({name, Level::ok, e->display + " answers", ""});
+      } else {
+        checks.push_back({name, Level::warn, e->display + ": " + r.error().message,
+                          "honed works without it (nothing is shared until it answers); check "
+                          "the server, the network and the credentials"});
+      }
+    }
+    if (!cfg->store.remote.key_file.empty()) {
+      auto k = store::remote_object::read_key(cfg->store.remote.key_file.string());
+      checks.push_back(k ? Check{"fleet key", Level::ok, cfg->store.remote.key_file.string(), ""}
+                         : Check{"fleet key", Level::fail, k.error().message,
+                                 "honed refuses to start until the key is readable"});
+    }
+  }
 
   size_t failed = 0, warned = 0;
   for (const auto& c : checks) {

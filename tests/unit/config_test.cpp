@@ -73,7 +73,7 @@ const std::string k_server_keys =
     "known keys: socket, socket_mode, socket_group, allowed_uids, allowed_gids, max_connections, "
     "max_frame_bytes, max_queued_bytes, handshake_timeout_ms, report_interval_ms";
 const std::string k_sections =
-    "server, store, worker, log, metrics, optimizer, capture, validation, agent.llm";
+    "server, store, store.remote, worker, log, metrics, optimizer, capture, validation, agent.llm";
 
 TEST(ConfigDefaults, AreTheDocumentedOnes) {
   Config c;
@@ -252,7 +252,7 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_AGENT_LLM_TEMPERATURE"}) {
     EXPECT_TRUE(vars.count(v)) << v;
   }
-  EXPECT_EQ(keys.size(), 55u);
+  EXPECT_EQ(keys.size(), 61u);
 }
 
 TEST(ConfigFile, SetsEveryKey) {
@@ -1216,3 +1216,41 @@ TEST(ConfigEnvironment, ReadsTheProcessEnvironment) {
 }
 
 } // namespace
+
+// [store.remote]: a list of URLs (an array in the file, comma-separated in the environment), each
+// of a known scheme; require_signature needs the fleet key it checks with.
+TEST(ConfigFile, StoreRemoteTakesAListOfUrlsAndItsLimits) {
+  Config c = parsed(R"(
+[store.remote]
+urls = ["redis://cache.internal:6379/2", "https://objects.example.com/hone|sigv4=us-east-1:s3"]
+connect_timeout_ms = 500
+timeout_ms = 2000
+max_object_mb = 16
+key_file = "/etc/hone/fleet.key"
+require_signature = true
+)");
+  EXPECT_EQ(c.store.remote.urls,
+            (std::vector<std::string>{"redis://cache.internal:6379/2",
+                                      "https://objects.example.com/hone|sigv4=us-east-1:s3"}));
+  EXPECT_EQ(c.store.remote.connect_timeout_ms, 500u);
+  EXPECT_EQ(c.store.remote.timeout_ms, 2000u);
+  EXPECT_EQ(c.store.remote.max_object_mb, 16u);
+  EXPECT_EQ(c.store.remote.key_file, "/etc/hone/fleet.key");
+  EXPECT_TRUE(c.store.remote.require_signature);
+  EXPECT_TRUE(Config{}.store.remote.urls.empty());
+
+  auto env = load("/nonexistent/hone.toml", true,
+                  {{"HONE_STORE_REMOTE_URLS", "redis://a:1, http://b/x|read-only"}}, {});
+  ASSERT_TRUE(env) << env.error().message;
+  EXPECT_EQ(env->store.remote.urls,
+            (std::vector<std::string>{"redis://a:1", "http://b/x|read-only"}));
+
+  std::string bad = parse_error("[store.remote]\nurls = [\"redis://a:1\", \"ftp://b/x\"]\n");
+  EXPECT_NE(bad.find("hone.toml:2:"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("store.remote.urls[1]"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("redis://, http:// or https://"), std::string::npos) << bad;
+  EXPECT_NE(parse_error("[store.remote]\nurls = \"redis://a:1\"\n").find("an array of strings"),
+            std::string::npos);
+  std::string unsigned_check = parse_error("[store.remote]\nrequire_signature = true\n");
+  EXPECT_NE(unsigned_check.find("key_file is empty"), std::string::npos) << unsigned_check;
+}
