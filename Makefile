@@ -73,6 +73,7 @@ bench: build
 	$(BUILD)/bin/hone-bench-graph-launch
 	$(BUILD)/bin/hone-bench-status
 	$(BUILD)/bin/hone-bench-loop
+	$(BUILD)/bin/hone-bench-fleet
 	$(BUILD)/bin/hone-bench-strategies
 
 clean:
