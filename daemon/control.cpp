@@ -205,6 +205,24 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
         m_optimizer->kernel_switched(rec.kernel);
         return done(json{{"evicted", 1}});
       }
+      const bool fleet = cmd == "disable" && req.value("fleet", false);
+      if (fleet && (!m_fleet || !m_fleet->enabled())) {
+        return fail("--fleet: this honed has no remote tier ([store.remote] urls is empty)");
+      }
+      if (fleet && (rec.state == store::VariantState::verified ||
+                    rec.state == store::VariantState::disabled)) {
+        // Withdrawn from the whole fleet: disabled here, and published as disabled so that
+        // other hosts stop adopting it.
+        rec.state = store::VariantState::disabled;
+        rec.verdict = Fleet::k_withdrawn;
+        if (auto r = m_store->put_variant(rec); !r) return fail(r.error().message);
+        spdlog::info("variant {} disabled, here and in the fleet", t);
+        m_optimizer->kernel_switched(rec.kernel);
+        m_optimizer->publish_to_fleet(rec.kernel, rec.arch, rec.driver_major);
+        json j = variant_json(rec, false);
+        j["fleet"] = "withdrawn";
+        return done(j);
+      }
       if (cmd == "disable") {
         // Only a verified variant serves; only it can be switched off (and back on as verified).
         if (rec.state == store::VariantState::disabled) return done(variant_json(rec, false));
@@ -245,6 +263,10 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
       spdlog::info("kernel {}: {} variants evicted", mk->record.key.str(), list->size());
       m_optimizer->kernel_switched(mk->record.key);
       return done(json{{"evicted", list->size()}});
+    }
+    if (cmd == "disable" && req.value("fleet", false)) {
+      return fail("--fleet withdraws a variant from the fleet: give the variant's id (honectl "
+                  "variants " + mk->record.key.entry + " lists them)");
     }
     mk->record.disabled = cmd == "disable";
     mk->dirty = true;

@@ -161,6 +161,7 @@ void Fleet::lookup(const KernelKey& kernel, const std::string& arch, uint32_t dr
                                                   m_config.require_signature,
                                                   uint64_t(m_config.max_object_mb) << 20);
       std::string why;
+      std::vector<store::VariantRecord> withdrawn;
       if (decoded) {
         for (const auto& bytes : decoded->records) {
           auto v = store::records::decode_variant(bytes);
@@ -170,18 +171,34 @@ void Fleet::lookup(const KernelKey& kernel, const std::string& arch, uint32_t dr
           }
           // Only what this lookup asked for, and only what is what its id says.
           if (v->kernel != kernel || v->arch != arch || v->driver_major != driver_major ||
-              v->state != store::VariantState::verified || v->id != store::variant_id_of(*v)) {
+              (v->state != store::VariantState::verified &&
+               v->state != store::VariantState::disabled) ||
+              v->id != store::variant_id_of(*v)) {
             why = "a record for another kernel or target, or whose id does not match its content";
             break;
           }
+          if (v->state == store::VariantState::disabled) {
+            withdrawn.push_back(std::move(*v)); // an operator took it out of the fleet
+            continue;
+          }
           v->state = store::VariantState::imported;
           found.candidates.push_back(std::move(*v));
+        }
+        std::erase_if(found.candidates, [&](const store::VariantRecord& c) {
+          return std::any_of(withdrawn.begin(), withdrawn.end(),
+                             [&](const store::VariantRecord& w) { return w.id == c.id; });
+        });
+        if (!withdrawn.empty()) {
+          spdlog::info("fleet: {}: {} variant(s) of {} withdrawn from the fleet by an operator: "
+                       "not adopted",
+                       m_remotes[r].display, withdrawn.size(), kernel.entry);
         }
       } else {
         why = decoded.error().message;
       }
       if (!why.empty()) {
         found.candidates.clear();
+        withdrawn.clear();
         record(r, "rejected", s);
         std::lock_guard lock(m_mutex);
         m_remotes[r].last_error = "object " + key + " rejected: " + why;
@@ -191,6 +208,7 @@ void Fleet::lookup(const KernelKey& kernel, const std::string& arch, uint32_t dr
       }
       record(r, found.candidates.empty() ? "miss" : "hit", s);
       found.remote = m_remotes[r].display;
+      for (auto& w : withdrawn) found.withdrawn.push_back(std::move(w));
     }
     asio::post(m_io, [done = std::move(done), found = std::move(found)]() mutable {
       done(std::move(found));
@@ -199,10 +217,10 @@ void Fleet::lookup(const KernelKey& kernel, const std::string& arch, uint32_t dr
 }
 
 void Fleet::publish(const KernelKey& kernel, const std::string& arch, uint32_t driver_major,
-                    const std::vector<store::VariantRecord>& verified) {
-  if (m_remotes.empty() || verified.empty()) return;
+                    const std::vector<store::VariantRecord>& variants) {
+  if (m_remotes.empty() || variants.empty()) return;
   std::vector<std::string> records;
-  for (const auto& v : verified) {
+  for (const auto& v : variants) {
     auto e = store::records::encode(v);
     if (!e) {
       spdlog::error("fleet: cannot encode variant {}: {}", v.id.hex(), e.error().message);

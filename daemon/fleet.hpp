@@ -36,6 +36,7 @@ class Fleet {
 public:
   struct Found {
     std::vector<store::VariantRecord> candidates; // state imported; empty: nothing usable
+    std::vector<store::VariantRecord> withdrawn;  // disabled for the fleet by an operator
     std::string remote;                           // where they came from (display form)
   };
   using Done = std::function<void(Found)>;
@@ -52,10 +53,15 @@ public:
   // Looks `kernel` up for `arch` and `driver_major`: the remotes in order, the first with a sound
   // object wins. `done` runs on the io_context.
   void lookup(const KernelKey& kernel, const std::string& arch, uint32_t driver_major, Done done);
-  // Publishes `verified` (this host's verified variants of one kernel, arch and driver major) to
-  // every writable remote; kept and retried while a remote is unreachable.
+  // Publishes `variants` (this host's verified variants of one kernel, arch and driver major, and
+  // those an operator withdrew from the fleet, as `disabled`) to every writable remote; kept and
+  // retried while a remote is unreachable.
   void publish(const KernelKey& kernel, const std::string& arch, uint32_t driver_major,
-               const std::vector<store::VariantRecord>& verified);
+               const std::vector<store::VariantRecord>& variants);
+
+  // The verdict text of a variant an operator disabled for the whole fleet (honectl disable
+  // --fleet): published as `disabled`, so that other hosts stop adopting it.
+  static constexpr const char* k_withdrawn = "disabled in the fleet by an operator";
 
   // honectl fleet: each remote's state and counters.
   nlohmann::json status_json() const;

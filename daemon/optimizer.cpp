@@ -453,6 +453,16 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
     rec.evidence_json = e.dump(-1, ' ', false, json::error_handler_t::replace);
     rec.created = now_s();
     rec.id = store::variant_id_of(rec);
+    if (auto old = m_store->get_variant(rec.id);
+        old && *old && (*old)->state == store::VariantState::disabled &&
+        (*old)->verdict == Fleet::k_withdrawn) {
+      // An operator withdrew this very variant from the fleet: it stays disabled here too.
+      spdlog::info("job {}: variant {} was withdrawn from the fleet by an operator: it stays "
+                   "disabled",
+                   job.id, rec.id.hex());
+      rec = **old;
+      verified = false;
+    }
     if (job.revalidates) {
       // re-validation of an imported variant: the record keeps its id and becomes this host's
       if (auto old = m_store->get_variant(*job.revalidates); old && *old) {
@@ -489,17 +499,8 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
     k->dirty = true;
   }
   if (job.revalidates) fleet_settled(job, verified);
-  if (verified && !job.revalidates && m_fleet && m_fleet->enabled() && m_store && !arch.empty()) {
-    // Verified here: the fleet gets this host's verified variants of the kernel for its target.
-    std::vector<store::VariantRecord> mine;
-    if (auto list = m_store->variants_of(job.kernel)) {
-      for (auto& vr : *list) {
-        if (vr.state == store::VariantState::verified && vr.arch == arch && vr.driver_major == major)
-          mine.push_back(std::move(vr));
-      }
-    }
-    m_fleet->publish(job.kernel, arch, major, mine);
-  }
+  // Verified here: the fleet gets this host's verified variants of the kernel for its target.
+  if (verified && !job.revalidates && !arch.empty()) publish_to_fleet(job.kernel, arch, major);
   if (verified) push(job.kernel);
 }
 
@@ -902,6 +903,21 @@ json Optimizer::agent_json() const {
               {"llm", m_llm_state}};
 }
 
+bool Optimizer::publish_to_fleet(const KernelKey& kernel, const std::string& arch,
+                                 uint32_t driver_major) {
+  if (!m_fleet || !m_fleet->enabled() || !m_store) return false;
+  std::vector<store::VariantRecord> mine;
+  if (auto list = m_store->variants_of(kernel)) {
+    for (auto& vr : *list) {
+      if (vr.arch != arch || vr.driver_major != driver_major) continue;
+      bool withdrawn = vr.state == store::VariantState::disabled && vr.verdict == Fleet::k_withdrawn;
+      if (vr.state == store::VariantState::verified || withdrawn) mine.push_back(std::move(vr));
+    }
+  }
+  m_fleet->publish(kernel, arch, driver_major, mine);
+  return true;
+}
+
 bool Optimizer::fleet_first(const KernelKey& key, KernelInfo& k, Work& w) {
   using FS = Work::FleetState;
   if (!m_fleet || !m_fleet->enabled() || !m_store || w.fleet == FS::done) return false;
@@ -915,6 +931,17 @@ bool Optimizer::fleet_first(const KernelKey& key, KernelInfo& k, Work& w) {
   uint32_t major = driver_major(p->second.hello.driver_version);
   m_fleet->lookup(key, arch, major, [this, key](Fleet::Found found) {
     Work& w = m_work[key];
+    // Withdrawn by an operator: kept here as such (never adopted, and published as withdrawn
+    // with this host's own variants), unless this host verified the variant itself.
+    for (auto& v : found.withdrawn) {
+      auto old = m_store->get_variant(v.id);
+      if (old && *old && (*old)->state != store::VariantState::imported) continue;
+      v.verdict = Fleet::k_withdrawn;
+      v.created = now_s();
+      if (auto r = m_store->put_variant(v); !r) {
+        spdlog::error("{}: storing a withdrawn variant: {}", key.entry, r.error().message);
+      }
+    }
     size_t pending = 0;
     for (auto& v : found.candidates) {
       auto old = m_store->get_variant(v.id);

@@ -61,6 +61,9 @@ public:
 
   // The operator turned a kernel or a variant off or on (honectl disable/enable/evict).
   void kernel_switched(const KernelKey& kernel);
+  // Publishes this host's verified variants of `kernel` for `arch` and `driver_major`, and those
+  // withdrawn from the fleet (honectl disable --fleet), to the remote tier. False without one.
+  bool publish_to_fleet(const KernelKey& kernel, const std::string& arch, uint32_t driver_major);
 
   nlohmann::json jobs_json() const;
   std::optional<nlohmann::json> job_json(uint64_t id) const;

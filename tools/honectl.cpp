@@ -41,6 +41,7 @@ constexpr const char* k_exit_help =
 struct Options {
   std::string socket;
   bool json = false;
+  bool fleet = false; // disable --fleet
   size_t top = 10;
   size_t processes = 50;
   std::string target; // a kernel (name or key) or a variant id
@@ -543,10 +544,18 @@ int cmd_switch(const Options& o, const std::string& cmd) {
   if (!s) return fail(s.error());
   auto target = resolve_target(*s, o.target);
   if (!target) return fail(target.error());
-  auto r = s->request(json{{"cmd", cmd}, {"target", *target}});
+  json req{{"cmd", cmd}, {"target", *target}};
+  if (o.fleet) req["fleet"] = true;
+  auto r = s->request(req);
   if (!r) return fail(r.error());
   if (o.json) {
     print_json(*r);
+    return k_exit_ok;
+  }
+  if (str(*r, "fleet") == "withdrawn") {
+    std::cout << "variant " << short_id(str(*r, "id")) << " of " << kernel_display(str(*r, "kernel"))
+              << ": disabled here and withdrawn from the fleet (other hosts stop adopting it; "
+                 "hosts that verified it themselves keep their own verdict)\n";
     return k_exit_ok;
   }
   if (cmd == "evict") {
@@ -898,6 +907,9 @@ int main(int argc, char** argv) {
   auto* disable = add("disable", "Put a kernel (or one variant) back to the original, everywhere, "
                                  "now; survives restarts");
   disable->add_option("TARGET", o.target, target_help)->required();
+  disable->add_flag("--fleet", o.fleet,
+                    "a variant only: also withdraw it from the remote tier ([store.remote]), so "
+                    "that other hosts stop adopting it");
   json_opt(disable, "Print the daemon's JSON");
 
   auto* enable = add("enable", "Undo disable");

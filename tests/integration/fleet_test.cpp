@@ -102,7 +102,7 @@ TEST(Fleet, VerifiedOnOneHostAdoptedByAnotherAfterItsOwnValidation) {
   std::ofstream(key) << "a fleet key of the test, 32 bytes or more\n";
   ::chmod(key.c_str(), 0600);
   const std::string config = remote_section({url}, key);
-  std::string object_key;
+  std::string object_key, withdrawn_id;
 
   // Host A: the strategies find the specialized kernel; it is verified and published.
   {
@@ -150,6 +150,38 @@ TEST(Fleet, VerifiedOnOneHostAdoptedByAnotherAfterItsOwnValidation) {
     EXPECT_NE(b->log().find("adopted from the fleet"), std::string::npos) << b->log();
     std::this_thread::sleep_for(1s); // report intervals: strategies would have started by now
     EXPECT_EQ(ctl.request({{"cmd", "jobs"}})["result"]["jobs"].size(), jobs.size());
+
+    // An operator withdraws the variant from the whole fleet, from host B.
+    json adopted = ctl.verified_variant("mix_rounds", "specialize");
+    ASSERT_FALSE(adopted.is_null()) << ctl.kernel("mix_rounds").dump(2);
+    withdrawn_id = adopted.value("id", "");
+    RunResult off =
+        run_honectl({"disable", withdrawn_id, "--fleet", "--socket", b->socket()});
+    EXPECT_EQ(off.exit_code, 0) << off.out << off.err;
+    EXPECT_NE(off.out.find("withdrawn from the fleet"), std::string::npos) << off.out;
+    ASSERT_TRUE(wait_for([&] { return field(remote_status(ctl), "published") > 0; }, 60s))
+        << ctl.request({{"cmd", "fleet"}}).dump(2) << b->log();
+    expect_correct(app);
+  }
+
+  // Host E: the remote says the variant was withdrawn; E does not adopt it, searches by itself,
+  // and keeps the operator's decision even when its own search finds the same variant.
+  {
+    auto e = start_daemon(config);
+    ASSERT_TRUE(e);
+    BackgroundApp app(spec_app(e->socket()));
+    Ctl ctl(e->socket());
+    ASSERT_TRUE(wait_for([&] { return e->log().find("job 6: ") != std::string::npos ||
+                                      e->log().find("stays disabled") != std::string::npos; },
+                         240s))
+        << ctl.request({{"cmd", "jobs"}}).dump(2) << e->log();
+    EXPECT_NE(e->log().find("withdrawn from the fleet by an operator: not adopted"),
+              std::string::npos)
+        << e->log();
+    EXPECT_EQ(field(remote_status(ctl), "hits"), 0u) << remote_status(ctl).dump(2);
+    ASSERT_TRUE(wait_for([&] { return e->log().find("stays disabled") != std::string::npos; }, 120s))
+        << e->log();
+    EXPECT_EQ(field(ctl.kernel("mix_rounds"), "variant_launches"), 0u);
     expect_correct(app);
   }
 
