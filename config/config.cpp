@@ -266,7 +266,8 @@ constexpr Section k_sections[] = {
      "turns hot is looked up there first; what is found is validated on this host's own\n"
      "captures before it serves anything, and a variant verified here is published. A remote\n"
      "that is down or slow delays nothing: requests run in the background, within the\n"
-     "timeouts, and a failing remote is left alone for a while (docs/security.md)."},
+     "timeouts, and a failing remote is left alone for a while (docs/security.md).\n"
+     "Read when honed starts: a change takes a restart."},
     {"worker",
      "The worker processes that compile, validate and benchmark on the GPU (one per GPU)."},
     {"log", "Messages on standard error (the journal under systemd)."},

@@ -1,9 +1,10 @@
 // The remote tier between hosts (issue 15): honeds with state directories of their own share one
-// redis-server that the test starts on loopback. Host A finds and verifies a variant and publishes
-// it, signed with the fleet key; host B finds it in the remote, validates it on its own captures
-// without running any strategy, and serves it; a record tampered with in the remote is refused
-// (the signature) and host C searches by itself; with the remote down (and another one that
-// hangs), host D works on its own and publishes once the remote is back.
+// remote that the test starts on loopback, a redis-server or nginx with its WebDAV module. Host A
+// finds and verifies a variant and publishes it, signed with the fleet key; host B finds it in the
+// remote, validates it on its own captures without running any strategy, and serves it; an
+// operator withdraws it from the fleet on B, and host E does not adopt it; a record tampered with
+// in the remote is refused (the signature) and host C searches by itself; with the remote down
+// (and another one that hangs), host D works on its own and publishes once the remote is back.
 #include "daemon_process.hpp"
 #include "remote_servers.hpp"
 #include "store/remote.hpp"
@@ -92,12 +93,32 @@ bool searched_itself(Ctl& ctl) {
   return false;
 }
 
-TEST(Fleet, VerifiedOnOneHostAdoptedByAnotherAfterItsOwnValidation) {
+// The remote: a redis-server, or nginx with WebDAV (PUT enabled), started here.
+struct Backend {
+  const char* name;
+  bool redis;
+  std::unique_ptr<Server> start(const Dir& dir, uint16_t port = 0) const {
+    return redis ? start_redis(dir, {}, port) : start_nginx(dir, port);
+  }
+  std::string url(uint16_t port) const {
+    return redis ? "redis://127.0.0.1:" + std::to_string(port)
+                 : "http://127.0.0.1:" + std::to_string(port) + "/hone/fleet";
+  }
+};
+
+void PrintTo(const Backend& b, std::ostream* os) {
+  *os << b.name;
+}
+
+class Fleet : public ::testing::TestWithParam<Backend> {};
+
+TEST_P(Fleet, VerifiedOnOneHostAdoptedByAnotherAfterItsOwnValidation) {
   Dir dir;
-  auto redis = start_redis(dir);
-  ASSERT_TRUE(redis) << "redis-server (Debian package redis-server) did not start";
-  const uint16_t port = redis->port();
-  const std::string url = "redis://127.0.0.1:" + std::to_string(port);
+  auto server = GetParam().start(dir);
+  ASSERT_TRUE(server) << GetParam().name
+                      << " did not start (Debian packages redis-server, nginx-light)";
+  const uint16_t port = server->port();
+  const std::string url = GetParam().url(port);
   fs::path key = dir.path() / "fleet.key";
   std::ofstream(key) << "a fleet key of the test, 32 bytes or more\n";
   ::chmod(key.c_str(), 0600);
@@ -214,11 +235,11 @@ TEST(Fleet, VerifiedOnOneHostAdoptedByAnotherAfterItsOwnValidation) {
 
   // The remote down, and another that accepts connections and never answers: host D works on its
   // own, and publishes once the remote is back.
-  redis->stop();
+  server->stop();
   Silent hung;
   {
-    auto d = start_daemon(remote_section(
-        {"redis://127.0.0.1:" + std::to_string(hung.port()), url}, key, "timeout_ms = 300\n"));
+    auto d = start_daemon(remote_section({GetParam().url(hung.port()), url}, key,
+                                         "timeout_ms = 300\n"));
     ASSERT_TRUE(d);
     BackgroundApp app(spec_app(d->socket()));
     Ctl ctl(d->socket());
@@ -227,10 +248,16 @@ TEST(Fleet, VerifiedOnOneHostAdoptedByAnotherAfterItsOwnValidation) {
     EXPECT_GE(field(remote_status(ctl, 0), "errors"), 1u) << remote_status(ctl, 0).dump(2);
     EXPECT_GE(field(remote_status(ctl, 1), "errors"), 1u) << remote_status(ctl, 1).dump(2);
     Dir again_dir;
-    auto again = start_redis(again_dir, {}, port);
+    auto again = GetParam().start(again_dir, port);
     ASSERT_TRUE(again);
     ASSERT_TRUE(wait_for([&] { return field(remote_status(ctl, 1), "published") > 0; }, 120s))
         << ctl.request({{"cmd", "fleet"}}).dump(2) << d->log();
     expect_correct(app);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Remotes, Fleet,
+                         ::testing::Values(Backend{"redis", true}, Backend{"webdav", false}),
+                         [](const ::testing::TestParamInfo<Backend>& i) {
+                           return std::string(i.param.name);
+                         });

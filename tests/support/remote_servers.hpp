@@ -134,10 +134,10 @@ inline std::unique_ptr<Server> start_redis(const Dir& dir, const std::string& pa
 }
 
 // nginx serving dir/www, with WebDAV PUT and DELETE under /hone/.
-inline std::unique_ptr<Server> start_nginx(const Dir& dir) {
+inline std::unique_ptr<Server> start_nginx(const Dir& dir, uint16_t port = 0) {
   std::string bin = remote_servers_detail::find_program({"/usr/sbin/nginx", "/usr/bin/nginx"});
   if (bin.empty()) return nullptr;
-  uint16_t port = free_port();
+  if (port == 0) port = free_port();
   std::filesystem::path www = dir.path() / "www", body = dir.path() / "body";
   std::filesystem::create_directories(www / "hone");
   std::filesystem::create_directories(body);
