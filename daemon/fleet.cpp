@@ -333,27 +333,4 @@ std::string Fleet::metrics_text() const {
   return out;
 }
 
-std::vector<std::string> Fleet::probe() {
-  // On the caller's thread with backends of its own: the fleet's are its thread's alone.
-  std::vector<std::string> out;
-  store::remote::Limits limits;
-  limits.connect_timeout = std::chrono::milliseconds(m_config.connect_timeout_ms);
-  limits.timeout = std::chrono::milliseconds(m_config.timeout_ms);
-  for (const auto& url : m_config.urls) {
-    auto e = store::remote::parse_url(url);
-    if (!e) {
-      out.push_back(url.substr(0, url.find('|')) + ": " + e.error().message);
-      continue;
-    }
-    auto b = store::remote::connect(*e, limits);
-    if (!b) {
-      out.push_back(e->display + ": " + b.error().message);
-      continue;
-    }
-    auto r = (*b)->exists("hone-probe");
-    out.push_back(e->display + ": " + (r ? std::string("reachable") : r.error().message));
-  }
-  return out;
-}
-
 } // namespace hone::daemon

@@ -67,8 +67,6 @@ public:
   nlohmann::json status_json() const;
   // Prometheus lines: hone_remote_requests_total{backend,result}, the latency histogram.
   std::string metrics_text() const;
-  // Probes every remote once, now (honectl doctor): a line per remote.
-  std::vector<std::string> probe();
 
 private:
   struct Remote {

@@ -925,7 +925,8 @@ bool Optimizer::fleet_first(const KernelKey& key, KernelInfo& k, Work& w) {
   // What this kernel runs on: the first process running it.
   const auto& procs = m_registry.processes();
   auto p = procs.find(*k.processes.begin());
-  if (p == procs.end() || p->second.hello.arch.empty()) return false;
+  if (p == procs.end()) return false;
+  if (p->second.hello.arch.empty()) return true; // its device is not known yet: ask later
   w.fleet = FS::looking;
   std::string arch = p->second.hello.arch;
   uint32_t major = driver_major(p->second.hello.driver_version);
