@@ -18,6 +18,9 @@
 #include <llvm/Support/Error.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/MemoryBuffer.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 #include <llvm/Support/SHA1.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -37,6 +40,17 @@ struct CodeImpl : Code {
   llvm::orc::ResourceTrackerSP tracker;
   uint32_t refs = 1;
 };
+
+// A cached object file ends with "HONEJIT1" and the xxh3-128 of the object before it.
+constexpr size_t k_trailer_bytes = 8 + 16;
+
+std::string object_trailer(llvm::StringRef object) {
+  XXH128_hash_t h = XXH3_128bits(object.data(), object.size());
+  std::string t = "HONEJIT1";
+  t.append(reinterpret_cast<const char*>(&h.low64), 8);
+  t.append(reinterpret_cast<const char*>(&h.high64), 8);
+  return t;
+}
 
 // Writes what LLVM compiles to the file the engine named for the module (best effort: a cache
 // that cannot be written only costs the next process a compile).
@@ -62,8 +76,11 @@ public:
     int fd = -1;
     if (llvm::sys::fs::createUniqueFile(path + ".%%%%%%", fd, tmp)) return;
     {
+      // The object, then a trailer: a file changed or cut afterwards is never handed to LLVM.
       llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
       out << object.getBuffer();
+      const std::string trailer = object_trailer(object.getBuffer());
+      out << trailer;
       out.close();
       if (out.has_error()) {
         out.clear_error();
@@ -223,10 +240,19 @@ private:
   // Links the object file at `path` (written by an earlier compile of the same IR); false when
   // there is none or it does not load, and nothing stays linked.
   bool load_object(CodeImpl& code, const std::string& path, const std::string& symbol) {
-    auto buffer = llvm::MemoryBuffer::getFile(path);
-    if (!buffer) return false;
+    auto file = llvm::MemoryBuffer::getFile(path);
+    if (!file) return false;
+    llvm::StringRef bytes = (*file)->getBuffer();
+    if (bytes.size() <= k_trailer_bytes ||
+        bytes.substr(bytes.size() - k_trailer_bytes) !=
+            object_trailer(bytes.substr(0, bytes.size() - k_trailer_bytes))) {
+      llvm::sys::fs::remove(path); // changed, cut or foreign: compiled and written again
+      return false;
+    }
+    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(
+        bytes.substr(0, bytes.size() - k_trailer_bytes), path);
     code.tracker = m_jit->getMainJITDylib().createResourceTracker();
-    if (auto e = m_jit->addObjectFile(code.tracker, std::move(*buffer))) {
+    if (auto e = m_jit->addObjectFile(code.tracker, std::move(buffer))) {
       llvm::consumeError(std::move(e));
       llvm::consumeError(code.tracker->remove());
       return false;
