@@ -47,10 +47,6 @@ Result<void> Daemon::start() {
   auto fleet = Fleet::create(m_io, m_config.store.remote);
   if (!fleet) return fleet.error();
   m_fleet = std::move(*fleet);
-  for (const auto& url : m_config.store.remote.urls) {
-    auto e = store::remote::parse_url(url);
-    spdlog::info("fleet: remote {}", e ? e->display : std::string("?"));
-  }
   m_optimizer = std::make_unique<Optimizer>(
       m_io, m_config, m_store.get(), m_registry,
       [this](uint64_t conn, std::string frame, UniqueFd fd) {

@@ -56,6 +56,7 @@ Result<std::unique_ptr<Fleet>> Fleet::create(asio::io_context& io,
     if (!e) return make_error("store.remote.urls[" + std::to_string(i) + "]: " + e.error().message);
     auto b = store::remote::connect(*e, limits);
     if (!b) return make_error("store.remote.urls[" + std::to_string(i) + "]: " + b.error().message);
+    spdlog::info("fleet: remote {}", e->display);
     Remote r;
     r.display = e->display;
     r.read_only = e->read_only;

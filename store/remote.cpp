@@ -59,6 +59,11 @@ std::string size_text(uint64_t n) {
   return std::to_string(n) + " bytes";
 }
 
+// The host as a URL writes it: an IPv6 address in brackets.
+std::string url_host(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
 } // namespace
 
 Result<Endpoint> parse_url(std::string_view text) {
@@ -203,8 +208,7 @@ Result<Endpoint> parse_url(std::string_view text) {
   std::string shown = scheme + "://";
   if (!e.user.empty()) shown += e.user + ":***@";
   else if (!e.password.empty()) shown += "***@";
-  shown += (e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host) + ":" +
-           std::to_string(e.port);
+  shown += url_host(e.host) + ":" + std::to_string(e.port);
   if (e.scheme == Scheme::redis) shown += "/" + std::to_string(e.db);
   else shown += e.prefix;
   if (e.read_only) shown += "|read-only";
@@ -224,8 +228,6 @@ public:
 
   Result<std::optional<std::string>> get(const std::string& key) override {
     if (auto k = check_key(key); !k) return k.error();
-    auto c = context();
-    if (!c) return c.error();
     // The size first, so that an oversized object is refused without reading it.
     auto len = command({"STRLEN", key});
     if (!len) return len.error();
@@ -492,9 +494,8 @@ private:
       }
     } cleanup{c};
     std::string url = std::string(m_endpoint.scheme == Scheme::https ? "https://" : "http://") +
-                      (m_endpoint.host.find(':') != std::string::npos ? "[" + m_endpoint.host + "]"
-                                                                       : m_endpoint.host) +
-                      ":" + std::to_string(m_endpoint.port) + m_endpoint.prefix + "/" + key;
+                      url_host(m_endpoint.host) + ":" + std::to_string(m_endpoint.port) +
+                      m_endpoint.prefix + "/" + key;
     Reply reply;
     std::pair<Reply*, uint64_t> sink{&reply, m_limits.max_object_bytes};
     char error[CURL_ERROR_SIZE] = {};
@@ -543,8 +544,7 @@ private:
   std::vector<std::string> sign(const char* method, const std::string& key, std::string_view body) {
     bool default_port = (m_endpoint.scheme == Scheme::https && m_endpoint.port == 443) ||
                         (m_endpoint.scheme == Scheme::http && m_endpoint.port == 80);
-    std::string host = m_endpoint.host.find(':') != std::string::npos ? "[" + m_endpoint.host + "]"
-                                                                      : m_endpoint.host;
+    std::string host = url_host(m_endpoint.host);
     if (!default_port) host += ":" + std::to_string(m_endpoint.port);
     char stamp[32];
     std::time_t now = std::time(nullptr);
