@@ -194,6 +194,55 @@ llvm::Value* Gen::call_helper(uint32_t pc, llvm::Value* exec, llvm::Value* t) {
   return lat;
 }
 
+// One copy of the kernel's code, entered at `dispatch_bb` by the warp's pc (`none` when no block
+// starts there), for the lanes `active` holds.
+void Gen::emit_body(llvm::BasicBlock* dispatch_bb, llvm::Value* start_pc, llvm::BasicBlock* none) {
+  const uint32_t n = uint32_t(k.code.size());
+  m_block.assign(n, nullptr);
+  for (uint32_t pc = 0; pc < n; ++pc) {
+    if (m_leader[pc]) m_block[pc] = llvm::BasicBlock::Create(C, "pc" + std::to_string(pc), F);
+  }
+  B.SetInsertPoint(dispatch_bb);
+  auto* dispatch = B.CreateSwitch(start_pc, none);
+  for (uint32_t pc = 0; pc < n; ++pc) {
+    if (m_leader[pc] && m_length[pc]) dispatch->addCase(B.getInt32(pc), m_block[pc]);
+  }
+
+  bool open = false; // the current block falls through to the next instruction
+  for (uint32_t pc = 0; pc < n; ++pc) {
+    if (m_leader[pc]) {
+      if (open) B.CreateBr(m_block[pc]);
+      B.SetInsertPoint(m_block[pc]);
+      forget_all(); // reached from several places
+      open = true;
+      if (!m_length[pc]) {
+        exit_at(pc);
+        open = false;
+        continue;
+      }
+      // The whole block must fit in the warp's turn, and a diverged group must stay below the
+      // other lanes; else the interpreter takes these steps.
+      llvm::Value* after = B.CreateAdd(get(l_steps), B.getInt32(m_length[pc]));
+      exit_if(B.CreateOr(B.CreateICmpUGT(after, limit),
+                         B.CreateICmpUGT(B.getInt32(pc + m_length[pc]), stop)),
+              pc);
+    }
+    if (!open) continue; // unreachable: no leader since the last branch
+    const Insn& in = k.code[pc];
+    if (leaves(in.op)) {
+      exit_at(pc);
+      open = false;
+    } else if (in.op == XOp::bra) {
+      emit_branch(pc);
+      open = false;
+    } else {
+      emit_instruction(pc);
+    }
+  }
+  if (open) exit_at(n);
+  forget_all();
+}
+
 Generated Gen::run() {
   i8 = B.getInt8Ty();
   i32 = B.getInt32Ty();
@@ -299,57 +348,30 @@ Generated Gen::run() {
 
   find_blocks();
   const uint32_t n = uint32_t(k.code.size());
-  m_block.assign(n, nullptr);
-  for (uint32_t pc = 0; pc < n; ++pc) {
-    if (m_leader[pc]) m_block[pc] = llvm::BasicBlock::Create(C, "pc" + std::to_string(pc), F);
-  }
   Generated out;
   out.entry.assign(n, 0);
-  B.SetInsertPoint(entry);
+  for (uint32_t pc = 0; pc < n; ++pc) out.entry[pc] = m_leader[pc] && m_length[pc];
   llvm::BasicBlock* none = llvm::BasicBlock::Create(C, "none", F);
-  auto* dispatch = B.CreateSwitch(start_pc, none);
-  for (uint32_t pc = 0; pc < n; ++pc) {
-    if (m_leader[pc] && m_length[pc]) {
-      dispatch->addCase(B.getInt32(pc), m_block[pc]);
-      out.entry[pc] = 1;
-    }
-  }
   B.SetInsertPoint(none);
   m_exit_pc->addIncoming(start_pc, none);
   B.CreateBr(m_exit);
 
-  bool open = false; // the current block falls through to the next instruction
-  for (uint32_t pc = 0; pc < n; ++pc) {
-    if (m_leader[pc]) {
-      if (open) B.CreateBr(m_block[pc]);
-      B.SetInsertPoint(m_block[pc]);
-      forget_all(); // reached from several places
-      open = true;
-      if (!m_length[pc]) {
-        exit_at(pc);
-        open = false;
-        continue;
-      }
-      // The whole block must fit in the warp's turn, and a diverged group must stay below the
-      // other lanes; else the interpreter takes these steps.
-      llvm::Value* after = B.CreateAdd(get(l_steps), B.getInt32(m_length[pc]));
-      exit_if(B.CreateOr(B.CreateICmpUGT(after, limit),
-                         B.CreateICmpUGT(B.getInt32(pc + m_length[pc]), stop)),
-              pc);
-    }
-    if (!open) continue; // unreachable: no leader since the last branch
-    const Insn& in = k.code[pc];
-    if (leaves(in.op)) {
-      exit_at(pc);
-      open = false;
-    } else if (in.op == XOp::bra) {
-      emit_branch(pc);
-      open = false;
-    } else {
-      emit_instruction(pc);
-    }
-  }
-  if (open) exit_at(n);
+  // The code twice: for a warp whose 32 lanes all run, where every lane operation that no
+  // predicate guards writes all lanes (no blend with the lanes' old values, no masks), and for
+  // any other set of lanes. A call never changes its lanes (exits and divergent branches leave),
+  // so the choice is made once, on entry.
+  llvm::Value* frame_active = active;
+  auto* full_bb = llvm::BasicBlock::Create(C, "full", F);
+  auto* partial_bb = llvm::BasicBlock::Create(C, "partial", F);
+  B.SetInsertPoint(entry);
+  B.CreateCondBr(B.CreateICmpEQ(frame_active, B.getInt32(~0u)), full_bb, partial_bb);
+  const uint32_t counted_inline = m_inline, counted_helper = m_helper;
+  active = B.getInt32(~0u);
+  emit_body(full_bb, start_pc, none);
+  m_inline = counted_inline; // the forms are counted once, in the code for any lanes
+  m_helper = counted_helper;
+  active = frame_active;
+  emit_body(partial_bb, start_pc, none);
 
   std::string error;
   llvm::raw_string_ostream os(error);

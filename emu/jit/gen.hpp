@@ -139,6 +139,11 @@ private:
   llvm::Value* lane_ids(); // <0, 1, ..., 31> as i32
   llvm::Value* emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, llvm::Value* t);
   void emit_access(const Insn& in, llvm::Value* host_addr, llvm::Value* exec, llvm::Value* mask);
+  std::vector<std::pair<llvm::Value*, llvm::BasicBlock*>>
+  emit_consecutive(uint32_t pc, const Insn& in, llvm::Value* exec, llvm::Value* addr, llvm::Value* t);
+  llvm::Value* all_consecutive(llvm::Value* v, llvm::Value* base0, uint64_t step);
+  void emit_wide(const Insn& in, llvm::Value* base0, llvm::Value* mask);
+  void emit_lanes(const Insn& in, llvm::Value* host, llvm::Value* mask);
   llvm::Value* first_of_runs(llvm::Value* v, llvm::Value* exec);
   llvm::Value* call_helper(uint32_t pc, llvm::Value* exec, llvm::Value* t);
 
@@ -146,6 +151,7 @@ private:
   void emit_instruction(uint32_t pc);
   void emit_branch(uint32_t pc);
   void find_blocks();
+  void emit_body(llvm::BasicBlock* dispatch_bb, llvm::Value* start_pc, llvm::BasicBlock* none);
 
   // ---- values -------------------------------------------------------------------------------------
   llvm::Value* field_ptr(size_t offset, llvm::Type* type);

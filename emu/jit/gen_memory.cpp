@@ -154,36 +154,47 @@ void Gen::emit_atomic(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm
 // The loads or stores of `in` at host addresses `host` (one per lane), for the lanes in `exec`:
 // one vector access when the whole warp's accesses are consecutive, else a gather or scatter.
 void Gen::emit_access(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm::Value* mask) {
-  const uint32_t esize = ptx::type_size(in.type);
-  const uint32_t vec_n = in.vec;
-  const uint64_t total = uint64_t(esize) * vec_n;
-  llvm::IntegerType* et = B.getIntNTy(esize * 8);
-  llvm::VectorType* vt = vec(et);
-  llvm::VectorType* pt = vec(et->getPointerTo());
-  const bool store = in.op == XOp::st;
-  std::vector<llvm::Value*> values; // stores: each element's lanes
-  if (store) {
-    for (uint32_t e = 0; e < vec_n; ++e) values.push_back(B.CreateTrunc(src(in.src[e]), vt));
-  }
-  std::vector<llvm::Constant*> steps;
-  for (uint32_t l = 0; l < k_lanes; ++l) steps.push_back(llvm::ConstantInt::get(i64, l * total));
+  const uint64_t total = uint64_t(ptx::type_size(in.type)) * in.vec;
   llvm::Value* base0 = B.CreateExtractElement(host, uint64_t(0));
-  llvm::Value* expect =
-      B.CreateAdd(B.CreateVectorSplat(k_lanes, base0), llvm::ConstantVector::get(steps));
-  llvm::Value* consecutive = B.CreateAnd(
-      B.CreateICmpEQ(exec, B.getInt32(~0u)),
-      B.CreateUnaryIntrinsic(llvm::Intrinsic::vector_reduce_and, B.CreateICmpEQ(host, expect)));
+  llvm::Value* consecutive = B.CreateAnd(B.CreateICmpEQ(exec, B.getInt32(~0u)),
+                                         all_consecutive(host, base0, total));
   auto* wide_bb = llvm::BasicBlock::Create(C, "", F);
   auto* lanes_bb = llvm::BasicBlock::Create(C, "", F);
   auto* done_bb = llvm::BasicBlock::Create(C, "", F);
   B.CreateCondBr(consecutive, wide_bb, lanes_bb);
   const Known branch = known();
-
-  // lane l's element e is element l * vec + e of one wide access
   B.SetInsertPoint(wide_bb);
+  emit_wide(in, base0, mask);
+  B.CreateBr(done_bb);
+  B.SetInsertPoint(lanes_bb);
+  restore(branch);
+  emit_lanes(in, host, mask);
+  B.CreateBr(done_bb);
+  B.SetInsertPoint(done_bb);
+  restore(branch);
+  forget_destinations(in); // written on both paths
+}
+
+// Whether lane l of `v` holds base0 + l * step, for every lane.
+llvm::Value* Gen::all_consecutive(llvm::Value* v, llvm::Value* base0, uint64_t step) {
+  std::vector<llvm::Constant*> steps;
+  for (uint32_t l = 0; l < k_lanes; ++l) steps.push_back(llvm::ConstantInt::get(i64, l * step));
+  llvm::Value* expect =
+      B.CreateAdd(B.CreateVectorSplat(k_lanes, base0), llvm::ConstantVector::get(steps));
+  return B.CreateUnaryIntrinsic(llvm::Intrinsic::vector_reduce_and, B.CreateICmpEQ(v, expect));
+}
+
+// Every lane's access at once: lane l's element e is element l * vec + e of one access at `base0`.
+void Gen::emit_wide(const Insn& in, llvm::Value* base0, llvm::Value* mask) {
+  const uint32_t esize = ptx::type_size(in.type);
+  const uint32_t vec_n = in.vec;
+  llvm::IntegerType* et = B.getIntNTy(esize * 8);
+  llvm::VectorType* vt = vec(et);
   auto* wt = llvm::FixedVectorType::get(et, k_lanes * vec_n);
   llvm::Value* wptr = B.CreateIntToPtr(base0, wt->getPointerTo());
-  if (store) {
+  if (in.op == XOp::st) {
+    std::vector<llvm::Value*> values; // each element's lanes
+    for (uint32_t e = 0; e < vec_n; ++e) values.push_back(B.CreateTrunc(src(in.src[e]), vt));
     llvm::Value* wide = values[0];
     if (vec_n > 1) {
       std::vector<int> concat(2 * k_lanes);
@@ -205,28 +216,33 @@ void Gen::emit_access(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm
     }
     auto* st = B.CreateAlignedStore(wide, wptr, llvm::Align(esize));
     tag(st, m_tbaa_memory);
-  } else {
-    auto* ld = B.CreateAlignedLoad(wt, wptr, llvm::Align(esize));
-    tag(ld, m_tbaa_memory);
-    for (uint32_t e = 0; e < vec_n; ++e) {
-      llvm::Value* lanes = ld;
-      if (vec_n > 1) {
-        std::vector<int> pick(k_lanes);
-        for (uint32_t l = 0; l < k_lanes; ++l) pick[l] = int(l * vec_n + e);
-        lanes = B.CreateShuffleVector(ld, ld, pick);
-      }
-      write(in.dst[e], widen(lanes, ptx::is_signed(in.type)), mask);
-    }
+    return;
   }
-  B.CreateBr(done_bb);
-
-  B.SetInsertPoint(lanes_bb);
-  restore(branch);
+  auto* ld = B.CreateAlignedLoad(wt, wptr, llvm::Align(esize));
+  tag(ld, m_tbaa_memory);
   for (uint32_t e = 0; e < vec_n; ++e) {
+    llvm::Value* lanes = ld;
+    if (vec_n > 1) {
+      std::vector<int> pick(k_lanes);
+      for (uint32_t l = 0; l < k_lanes; ++l) pick[l] = int(l * vec_n + e);
+      lanes = B.CreateShuffleVector(ld, ld, pick);
+    }
+    write(in.dst[e], widen(lanes, ptx::is_signed(in.type)), mask);
+  }
+}
+
+// Each lane's access on its own: a gather or a scatter of the lanes in `mask`.
+void Gen::emit_lanes(const Insn& in, llvm::Value* host, llvm::Value* mask) {
+  const uint32_t esize = ptx::type_size(in.type);
+  llvm::IntegerType* et = B.getIntNTy(esize * 8);
+  llvm::VectorType* vt = vec(et);
+  llvm::VectorType* pt = vec(et->getPointerTo());
+  for (uint32_t e = 0; e < in.vec; ++e) {
     llvm::Value* ptrs = B.CreateIntToPtr(e ? B.CreateAdd(host, splat(e * esize)) : host, pt);
-    if (store) {
+    if (in.op == XOp::st) {
       // lanes that store to one address store in lane order, the last one's value staying
-      auto* st = B.CreateMaskedScatter(values[e], ptrs, llvm::Align(esize), mask);
+      auto* st = B.CreateMaskedScatter(B.CreateTrunc(src(in.src[e]), vt), ptrs, llvm::Align(esize),
+                                       mask);
       tag(st, m_tbaa_memory);
     } else {
       auto* ld = B.CreateMaskedGather(vt, ptrs, llvm::Align(esize), mask,
@@ -235,10 +251,6 @@ void Gen::emit_access(const Insn& in, llvm::Value* host, llvm::Value* exec, llvm
       write(in.dst[e], widen(ld, ptx::is_signed(in.type)), mask);
     }
   }
-  B.CreateBr(done_bb);
-  B.SetInsertPoint(done_bb);
-  restore(branch);
-  forget_destinations(in); // written on both paths
 }
 
 // The lanes of `exec` whose `v` differs from that of the lane before them (or whose lane before
@@ -250,6 +262,130 @@ llvm::Value* Gen::first_of_runs(llvm::Value* v, llvm::Value* exec) {
   llvm::Value* same = B.CreateBitCast(B.CreateICmpEQ(v, prev), i32);
   llvm::Value* dup = B.CreateAnd(B.CreateAnd(same, exec), B.CreateShl(exec, 1));
   return B.CreateAnd(exec, B.CreateNot(dup));
+}
+
+// The common case of fast_memory(), made without vector reductions: every lane of the warp runs
+// and lane l accesses base + l * size (a coalesced access), aligned, and the whole range lies in
+// the block's shared memory or in the allocation the instruction last touched. Branches to those
+// paths from the current block, and leaves the builder in the block every other access goes on
+// from. Returns each path's latency and the block it ends in (left without a terminator).
+std::vector<std::pair<llvm::Value*, llvm::BasicBlock*>>
+Gen::emit_consecutive(uint32_t pc, const Insn& in, llvm::Value* exec, llvm::Value* addr,
+                      llvm::Value* t) {
+  const uint64_t total = uint64_t(ptx::type_size(in.type)) * in.vec;
+  const AddrSpace space = in.addr.space;
+  const bool generic = space == AddrSpace::generic;
+  const bool may_global = generic || space == AddrSpace::global;
+  const bool may_shared = generic || space == AddrSpace::shared;
+  std::vector<std::pair<llvm::Value*, llvm::BasicBlock*>> out;
+  auto* general_bb = llvm::BasicBlock::Create(C, "", F);
+  auto* range_bb = llvm::BasicBlock::Create(C, "", F);
+  llvm::Value* a0 = B.CreateExtractElement(addr, uint64_t(0));
+  // the last lane's access starts at `last` (no wrap past 2^64: the lanes are each other's
+  // neighbours in memory too)
+  llvm::Value* last = B.CreateAdd(a0, B.getInt64((k_lanes - 1) * total));
+  llvm::Value* ok = B.CreateICmpEQ(exec, B.getInt32(~0u));
+  ok = B.CreateAnd(ok, B.CreateICmpUGE(last, a0));
+  if (total > 1)
+    ok = B.CreateAnd(ok, B.CreateICmpEQ(B.CreateAnd(a0, B.getInt64(total - 1)), B.getInt64(0)));
+  ok = B.CreateAnd(ok, all_consecutive(addr, a0, total));
+  B.CreateCondBr(ok, range_bb, general_bb);
+  const Known branch = known();
+  B.SetInsertPoint(range_bb);
+  llvm::Value* mask = mask_of(exec);
+  auto* global_check_bb = may_global ? llvm::BasicBlock::Create(C, "", F) : nullptr;
+  // [a0, last + total) inside `size` bytes
+  auto inside = [&](llvm::Value* end, llvm::Value* size) {
+    return B.CreateAnd(B.CreateICmpULE(end, size),
+                       B.CreateICmpUGE(B.CreateSub(size, end), B.getInt64(total)));
+  };
+  if (may_shared) {
+    auto* shared_bb = llvm::BasicBlock::Create(C, "", F);
+    llvm::Value* off0 = a0;
+    llvm::Value* is_shared;
+    if (generic) {
+      const uint64_t window = ~(k_window_size - 1);
+      off0 = B.CreateSub(a0, B.getInt64(k_shared_window));
+      is_shared = B.CreateAnd(
+          B.CreateAnd(B.CreateICmpEQ(B.CreateAnd(a0, B.getInt64(window)), B.getInt64(k_shared_window)),
+                      B.CreateICmpEQ(B.CreateAnd(last, B.getInt64(window)), B.getInt64(k_shared_window))),
+          inside(B.CreateSub(last, B.getInt64(k_shared_window)), shared_size));
+    } else {
+      is_shared = inside(last, shared_size);
+    }
+    B.CreateCondBr(is_shared, shared_bb, may_global ? global_check_bb : general_bb);
+    B.SetInsertPoint(shared_bb);
+    restore(branch);
+    emit_wide(in, B.CreateAdd(shared_base, off0), mask);
+    // the words the lanes touch, all of them from the first one's on (each of up to 4 bytes
+    // touches one; a wider one total / 4)
+    llvm::Value* out_words = B.CreateBitCast(load_field(offsetof(Frame, words), i8->getPointerTo()),
+                                             i32->getPointerTo());
+    llvm::Value* w0 = B.CreateTrunc(B.CreateLShr(off0, B.getInt64(2)), i32);
+    llvm::Value* ids = lane_ids();
+    llvm::Value* count;
+    if (total >= 4) {
+      const uint32_t words = uint32_t(total / 4);
+      for (uint32_t j = 0; j < words; ++j) {
+        llvm::Value* w = B.CreateAdd(B.CreateVectorSplat(k_lanes, B.CreateAdd(w0, B.getInt32(j * k_lanes))), ids);
+        auto* st = B.CreateAlignedStore(w, B.CreateBitCast(B.CreateConstInBoundsGEP1_64(i32, out_words, j * k_lanes),
+                                                           v32->getPointerTo()), llvm::Align(4));
+        tag(st, m_tbaa_frame);
+      }
+      count = B.getInt32(words * k_lanes);
+    } else {
+      llvm::Value* w = B.CreateAdd(B.CreateVectorSplat(k_lanes, w0), ids);
+      auto* st = B.CreateAlignedStore(w, B.CreateBitCast(out_words, v32->getPointerTo()), llvm::Align(4));
+      tag(st, m_tbaa_frame);
+      llvm::Value* wl = B.CreateTrunc(B.CreateLShr(B.CreateAdd(off0, B.getInt64((k_lanes - 1) * total)),
+                                                   B.getInt64(2)), i32);
+      count = B.CreateAdd(B.CreateSub(wl, w0), B.getInt32(1));
+    }
+    out.push_back({B.CreateCall(helper_type, account_shared, {frame, B.getInt32(pc), count, t}),
+                   B.GetInsertBlock()});
+  } else {
+    B.CreateBr(global_check_bb);
+  }
+  if (may_global) {
+    // inside the allocation the instruction last touched (windows lie above every allocation)
+    B.SetInsertPoint(global_check_bb);
+    restore(branch);
+    auto* global_bb = llvm::BasicBlock::Create(C, "", F);
+    llvm::Value* entry =
+        B.CreateConstInBoundsGEP1_64(i8, memory_cache, uint64_t(pc) * sizeof(MemoryCache));
+    auto entry_field = [&](size_t offset) {
+      auto* l = B.CreateLoad(i64, B.CreateBitCast(B.CreateConstInBoundsGEP1_64(i8, entry, offset),
+                                                  i64->getPointerTo()));
+      tag(l, m_tbaa_frame);
+      return l;
+    };
+    llvm::Value* base = entry_field(offsetof(MemoryCache, base));
+    llvm::Value* end = entry_field(offsetof(MemoryCache, end));
+    llvm::Value* in_allocation = B.CreateAnd(B.CreateICmpUGE(a0, base), B.CreateICmpULT(last, end));
+    in_allocation = B.CreateAnd(in_allocation, B.CreateICmpUGE(B.CreateSub(end, last), B.getInt64(total)));
+    if (in.op != XOp::ld)
+      in_allocation = B.CreateAnd(
+          in_allocation, B.CreateICmpNE(entry_field(offsetof(MemoryCache, writable)), B.getInt64(0)));
+    B.CreateCondBr(in_allocation, global_bb, general_bb);
+    B.SetInsertPoint(global_bb);
+    emit_wide(in, a0, mask);
+    // the lanes' sectors: every one from the first lane's to the last one's (an aligned access of
+    // at most 32 bytes lies in one sector, and neighbours are at most 32 bytes apart)
+    llvm::Value* s0 = B.CreateLShr(a0, B.getInt64(5));
+    std::vector<llvm::Constant*> iota;
+    for (uint32_t l = 0; l < k_lanes; ++l) iota.push_back(llvm::ConstantInt::get(i64, l));
+    llvm::Value* sectors = B.CreateAdd(B.CreateVectorSplat(k_lanes, s0), llvm::ConstantVector::get(iota));
+    llvm::Value* scratch = B.CreateBitCast(load_field(offsetof(Frame, sectors), i8->getPointerTo()),
+                                           v64->getPointerTo());
+    auto* st = B.CreateAlignedStore(sectors, scratch, llvm::Align(8));
+    tag(st, m_tbaa_frame);
+    llvm::Value* count =
+        B.CreateTrunc(B.CreateAdd(B.CreateSub(B.CreateLShr(last, B.getInt64(5)), s0), B.getInt64(1)), i32);
+    out.push_back({B.CreateCall(helper_type, account_global, {frame, B.getInt32(pc), count, t}),
+                   B.GetInsertBlock()});
+  }
+  B.SetInsertPoint(general_bb);
+  return out;
 }
 
 // fast_memory(): when every lane's access is aligned and lies in the allocation the instruction
@@ -283,6 +419,13 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
   llvm::Value* mask = mask_of(exec);
   llvm::Value* addr = splat(uint64_t(in.addr.offset));
   if (in.addr.slot != k_no_slot) addr = B.CreateAdd(load_reg(in.addr.slot), addr);
+  // the paths of consecutive accesses, ahead of the general checks below
+  std::vector<std::pair<llvm::Value*, llvm::BasicBlock*>> consecutive_latencies;
+  if (!atomic && space != AddrSpace::local) {
+    const Known at_check = known();
+    consecutive_latencies = emit_consecutive(pc, in, exec, addr, t);
+    restore(at_check);
+  }
   llvm::Value* lo = B.CreateUnaryIntrinsic(llvm::Intrinsic::vector_reduce_umin,
                                            B.CreateSelect(mask, addr, splat(~0ull)));
   llvm::Value* hi = B.CreateUnaryIntrinsic(llvm::Intrinsic::vector_reduce_umax,
@@ -348,6 +491,12 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
   };
   std::vector<std::pair<llvm::Value*, llvm::BasicBlock*>> latencies; // per path to the join
   latencies.push_back({B.getInt64(0), from});
+  for (auto [value, block] : consecutive_latencies) {
+    llvm::IRBuilderBase::InsertPointGuard guard(B);
+    B.SetInsertPoint(block);
+    B.CreateBr(join_bb);
+    latencies.push_back({value, block});
+  }
 
   if (may_global) {
     // global: inside the cached allocation (addresses in a window lie above every allocation)
