@@ -67,6 +67,7 @@ elif ! python3 -c 'import yaml' 2>/dev/null; then
 else
   python3 - "$dashboard" "$prom/alerts.yml" "$work" "$metrics" "$have_promtool" <<'PY' || failed=1
 import json
+import os
 import re
 import subprocess
 import sys
@@ -235,9 +236,58 @@ if metric_names(canary) != want:
 
 with open(alerts_path, encoding="utf-8") as f:
     alerts = yaml.safe_load(f)
+
+# Every alert says how bad it is, what happened, and where its runbook is: a section of a page
+# under docs/ that exists.
+print("== (a) every alert's labels, annotations and runbook section")
+docs_dir = os.path.join(os.path.dirname(os.path.abspath(alerts_path)), "..", "..")
+anchors = {}
+
+
+def page_anchors(page):
+    if page not in anchors:
+        found = set()
+        try:
+            with open(os.path.join(docs_dir, page), encoding="utf-8") as f:
+                for line in f:
+                    m = re.match(r"#{1,6}\s+(.*?)\s*$", line)
+                    if m:  # GitHub's anchors: lower case, punctuation dropped, spaces to dashes
+                        a = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+                        found.add(a)
+        except OSError:
+            found = None
+        anchors[page] = found
+    return anchors[page]
+
+
+n_alerts = 0
 for g in alerts.get("groups", []):
     for r in g.get("rules", []):
         exprs.append(("alert %r" % r.get("alert", r.get("record")), str(r.get("expr", ""))))
+        if "alert" not in r:
+            continue
+        n_alerts += 1
+        name = r["alert"]
+        if r.get("labels", {}).get("severity") not in ("critical", "warning", "info"):
+            problem("alert %s: no severity label (critical, warning or info)" % name)
+        ann = r.get("annotations", {})
+        for key in ("summary", "description", "runbook_url"):
+            if not str(ann.get(key, "")).strip():
+                problem("alert %s: no %s annotation" % (name, key))
+        url = str(ann.get("runbook_url", ""))
+        m = re.fullmatch(r"(docs/[\w./-]+\.md)#([\w-]+)", url)
+        if url and not m:
+            problem("alert %s: runbook_url %r is not docs/PAGE.md#SECTION" % (name, url))
+        elif m:
+            found = page_anchors(m.group(1))
+            if found is None:
+                problem("alert %s: runbook page %s does not exist" % (name, m.group(1)))
+            elif m.group(2) not in found:
+                problem("alert %s: %s has no section #%s" % (name, m.group(1), m.group(2)))
+if not n_alerts:
+    problem("alerts.yml holds no alerts")
+else:
+    print("%d alerts checked" % n_alerts)
 
 raw = {}  # name as written -> where
 for w, e in exprs:
