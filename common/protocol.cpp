@@ -175,7 +175,9 @@ void encode(wire::Writer& w, const Stats& m) {
     for (auto v : k.grid) w.u32(v);
     for (auto v : k.block) w.u32(v);
   }
-  if (m.graph_kernels.empty() && m.graph_replays == 0 && m.graph_nodes_patched == 0) return;
+  if (m.graph_kernels.empty() && m.graph_replays == 0 && m.graph_nodes_patched == 0 &&
+      m.guard_misses.empty())
+    return;
   w.u32(uint32_t(m.graph_kernels.size()));
   for (const auto& g : m.graph_kernels) {
     w.u64(g.id);
@@ -186,6 +188,12 @@ void encode(wire::Writer& w, const Stats& m) {
   }
   w.u64(m.graph_replays);
   w.u64(m.graph_nodes_patched);
+  if (m.guard_misses.empty()) return;
+  w.u32(uint32_t(m.guard_misses.size()));
+  for (const auto& [id, misses] : m.guard_misses) {
+    w.u64(id);
+    w.u64(misses);
+  }
 }
 
 bool decode(wire::Reader& r, Stats& m) {
@@ -220,6 +228,14 @@ bool decode(wire::Reader& r, Stats& m) {
     }
     m.graph_replays = r.u64();
     m.graph_nodes_patched = r.u64();
+  }
+  if (r.ok() && r.remaining() > 0) {
+    uint32_t g = r.count(1u << 16, 16);
+    m.guard_misses.resize(g);
+    for (auto& [id, misses] : m.guard_misses) {
+      id = r.u64();
+      misses = r.u64();
+    }
   }
   return r.ok();
 }

@@ -156,6 +156,9 @@ struct Stats {
   std::vector<GraphKernelStats> graph_kernels; // only kernels whose graph part changed
   uint64_t graph_replays = 0;       // cumulative cuGraphLaunch calls of observed graphs
   uint64_t graph_nodes_patched = 0; // kernel nodes pointed at a variant now
+  // Appended after the graph part (written, possibly empty, whenever this is not): kernels whose
+  // guard misses changed, as (id, cumulative misses). A daemon that predates it ignores it.
+  std::vector<std::pair<uint64_t, uint64_t>> guard_misses;
 };
 
 struct ImageRequest {

@@ -5,6 +5,7 @@
 // descriptors (export replies with one, import sends one), so honectl reads and writes them with
 // its own permissions.
 #include "daemon/daemon.hpp"
+#include "daemon/metrics.hpp"
 
 #include "common/version.hpp"
 #include "store/records.hpp"
@@ -63,6 +64,7 @@ json kernel_json(const KernelInfo& k) {
               {"graph_nodes", k.graph_nodes},
               {"graph_nodes_serving", k.graph_nodes_serving},
               {"fallbacks", k.fallbacks},
+              {"guard_misses", k.guard_misses},
               {"grid", k.grid},
               {"block", k.block},
               {"first_seen", r.first_seen},
@@ -491,7 +493,28 @@ std::string Daemon::metrics_text() const {
          double(m_counters.control_requests));
   metric("hone_config_reloads_total", "counter", "Configuration reloads (SIGHUP).",
          double(m_counters.reloads));
+  {
+    uint64_t served = 0, fallbacks = 0;
+    for (const auto& [key, k] : m_registry.kernels()) {
+      served += k.variant_launches;
+      fallbacks += k.fallbacks;
+    }
+    metric("hone_variant_launches_total", "counter",
+           "Launches a verified variant served since honed started.", double(served));
+    metric("hone_variant_fallbacks_total", "counter",
+           "Variant launches that failed and ran the original instead, since honed started.",
+           double(fallbacks));
+    out += "# HELP hone_guard_misses_total Launches of a kernel that has a variant installed "
+           "but did not pass its guard (the original ran), by kernel, since honed started.\n"
+           "# TYPE hone_guard_misses_total counter\n";
+    for (const auto& [key, k] : m_registry.kernels()) {
+      if (!k.guard_misses) continue;
+      out += "hone_guard_misses_total{kernel=\"" + escape_label(key.entry) + "\"} " +
+             std::to_string(k.guard_misses) + "\n";
+    }
+  }
   if (m_optimizer) {
+    out += m_optimizer->metrics_text();
     json w = m_optimizer->workers_json();
     metric("hone_worker_busy_seconds_total", "counter",
            "Seconds the validation worker spent on jobs (its share of the GPU).",

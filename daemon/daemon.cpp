@@ -262,7 +262,9 @@ bool Daemon::on_frame(Connection& c, const proto::FrameHeader& h, std::string_vi
     if (client.kind != proto::ClientKind::shim) return bad("stats from a client that is not a shim");
     proto::Stats m;
     if (!proto::decode(r, m)) return bad(std::string("malformed stats message: ") + r.error());
-    if (!m_registry.stats(c.id(), m, &why)) return bad(why);
+    std::vector<std::pair<KernelKey, uint64_t>> served;
+    if (!m_registry.stats(c.id(), m, &why, &served)) return bad(why);
+    if (m_optimizer && !served.empty()) m_optimizer->on_served(c.id(), served);
     return true;
   }
   case proto::MsgType::image: {

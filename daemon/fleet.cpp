@@ -1,4 +1,5 @@
 #include "daemon/fleet.hpp"
+#include "daemon/metrics.hpp"
 
 #include "store/records.hpp"
 
@@ -22,19 +23,6 @@ constexpr auto k_retry_every = std::chrono::seconds(2);
 std::chrono::milliseconds backoff(uint32_t failures) {
   uint32_t shift = std::min<uint32_t>(failures > 0 ? failures - 1 : 0, 6);
   return std::chrono::milliseconds(std::min<int64_t>(int64_t(1000) << shift, 60000));
-}
-
-std::string escape_label(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
 }
 
 } // namespace

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
 #include <cstring>
 #include <ctime>
 #include <limits>
@@ -70,7 +71,7 @@ uint32_t driver_major(uint32_t driver_version) {
 Optimizer::Optimizer(asio::io_context& io, const config::Config& config, store::Store* store,
                      Registry& registry, Send send, Fleet* fleet)
     : m_io(io), m_config(config), m_store(store), m_registry(registry), m_send(std::move(send)),
-      m_timer(io), m_fleet(fleet) {
+      m_fleet(fleet), m_timer(io) {
   WorkerSettings ws;
   ws.driver = m_config.worker.driver;
   ws.job_timeout = std::chrono::seconds(m_config.validation.job_timeout_s);
@@ -387,6 +388,7 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
   job.state = JobState::done;
   job.verdict = v;
   job.finished = now_s();
+  ++m_verdicts[v.kind];
   bool verified = v.kind == VerdictKind::verified;
   spdlog::info("job {}: {}: {}", job.id, to_string(v.kind),
                verified ? fmt::format("{:.2f}x faster", v.speedup) : v.message.substr(0, 300));
@@ -543,6 +545,7 @@ void Optimizer::push_to(uint64_t conn, const KernelKey& key) {
   m_send(conn, proto::frame_of(proto::MsgType::install_variant, 0, msg, proto::k_flag_fd),
          std::move(fd));
   installed[key] = best->id;
+  m_pushed_speedup[best->id] = best->speedup;
   spdlog::info("variant {} of {} pushed to process {}", best->id.hex(), key.entry,
                p->second.hello.pid);
 }
@@ -578,6 +581,63 @@ void Optimizer::on_kernels(uint64_t conn, const proto::Kernels& msg) {
 
 void Optimizer::on_detach(uint64_t conn) {
   m_installed.erase(conn);
+}
+
+// A served launch saves what the original would have taken beyond the variant: the kernel's mean
+// sampled time (mostly the original's, sampled before a variant served) times 1 - 1/speedup, the
+// speedup its validation measured. An estimate: the samples after serving began are the variant's.
+void Optimizer::on_served(uint64_t conn, const std::vector<std::pair<KernelKey, uint64_t>>& served) {
+  auto installed = m_installed.find(conn);
+  if (installed == m_installed.end()) return;
+  for (const auto& [key, launches] : served) {
+    auto v = installed->second.find(key);
+    if (v == installed->second.end()) continue;
+    auto s = m_pushed_speedup.find(v->second);
+    const KernelInfo* k = m_registry.kernel(key);
+    if (s == m_pushed_speedup.end() || s->second <= 1 || !k) continue;
+    m_gpu_saved_ns += double(launches) * k->mean_ns() * (1 - 1 / s->second);
+  }
+}
+
+std::string Optimizer::metrics_text() const {
+  std::string out =
+      "# HELP hone_verdicts_total Validation jobs finished since honed started, by verdict.\n"
+      "# TYPE hone_verdicts_total counter\n";
+  static constexpr const char* k_labels[] = {
+      "verified",  "compile_error",    "load_error", "launch_error", "illegal_address", "timeout",
+      "mismatch",  "nondeterministic", "not_faster", "suspicious",   "unsupported",     "internal"};
+  static_assert(std::size(k_labels) == size_t(VerdictKind::internal) + 1);
+  for (uint8_t i = 0; i <= uint8_t(VerdictKind::internal); ++i) {
+    const auto kind = VerdictKind(i);
+    const std::string label = k_labels[i];
+    auto it = m_verdicts.find(kind);
+    out += "hone_verdicts_total{kind=\"" + label + "\"} " +
+           std::to_string(it == m_verdicts.end() ? 0 : it->second) + "\n";
+  }
+  std::set<KernelKey> served;
+  for (const auto& [conn, installed] : m_installed)
+    for (const auto& [key, variant] : installed) served.insert(key);
+  auto metric = [&](const char* name, const char* type, const char* help, double value) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %.17g\n", value);
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
+           name + buf;
+  };
+  metric("hone_kernels_served", "gauge",
+         "Kernels a verified variant is installed for in at least one attached process.",
+         double(served.size()));
+  metric("hone_gpu_time_saved_seconds_total", "counter",
+         "GPU time the variants saved since honed started, estimated: served launches x the "
+         "kernel's mean sampled time x (1 - 1/speedup).",
+         m_gpu_saved_ns / 1e9);
+  metric("hone_capture_bytes", "gauge", "Memory the captured launches hold now.",
+         double(m_capture_bytes));
+  metric("hone_capture_budget_bytes", "gauge", "What captures may hold in all (capture.total_mb).",
+         double(uint64_t(m_config.capture.total_mb) << 20));
+  metric("hone_worker_crashes_total", "counter",
+         "Validation workers that died on their own (not killed for a job past its deadline).",
+         double(m_workers->workers_crashed()));
+  return out;
 }
 
 void Optimizer::on_variant_status(uint64_t conn, const proto::VariantStatus& msg) {
@@ -1079,6 +1139,7 @@ json Optimizer::workers_json() const {
               {"queued", m_workers->queued()},
               {"started", m_workers->workers_started()},
               {"lost", m_workers->workers_lost()},
+              {"crashed", m_workers->workers_crashed()},
               {"capture_bytes", m_capture_bytes}};
 }
 

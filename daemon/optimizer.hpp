@@ -58,6 +58,9 @@ public:
   void on_capture(uint64_t conn, const Capture& msg, UniqueFd fd);
   void on_variant_status(uint64_t conn, const proto::VariantStatus& msg);
   void on_detach(uint64_t conn);
+  // Launches the variants installed in `conn` served since its last report, per kernel
+  // (Registry::stats): what they saved, estimated.
+  void on_served(uint64_t conn, const std::vector<std::pair<KernelKey, uint64_t>>& served);
 
   // The operator turned a kernel or a variant off or on (honectl disable/enable/evict).
   void kernel_switched(const KernelKey& kernel);
@@ -69,6 +72,8 @@ public:
   std::optional<nlohmann::json> job_json(uint64_t id) const;
   nlohmann::json workers_json() const;
   uint64_t capture_bytes() const { return m_capture_bytes; }
+  // Its part of /metrics: verdicts by kind, kernels served, GPU time saved, captures, workers.
+  std::string metrics_text() const;
 
 private:
   struct CaptureEntry {
@@ -168,6 +173,9 @@ private:
   std::pair<double, double> m_llm_quoted; // validation.f32_rel, min_speedup in its prompt
   std::string m_llm_state; // for status: on (model, endpoint) or why it is off
   std::map<std::string, StrategyStats> m_strategy_stats;
+  std::map<VerdictKind, uint64_t> m_verdicts;   // jobs finished, by verdict (this run)
+  std::map<VariantId, double> m_pushed_speedup; // variants pushed to processes: their speedup
+  double m_gpu_saved_ns = 0;                    // estimated (on_served)
   double expected_gain_per_second(const agent::Strategy& s) const;
   void poll_sessions();
   void watch_load(); // pause validation while the applications keep the GPU busy

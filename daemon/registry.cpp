@@ -105,7 +105,8 @@ bool Registry::kernels_seen(uint64_t connection, const proto::Kernels& msg, std:
   return true;
 }
 
-bool Registry::stats(uint64_t connection, const proto::Stats& msg, std::string* why) {
+bool Registry::stats(uint64_t connection, const proto::Stats& msg, std::string* why,
+                     std::vector<std::pair<KernelKey, uint64_t>>* served) {
   auto pit = m_processes.find(connection);
   if (pit == m_processes.end()) {
     *why = "stats before hello";
@@ -141,6 +142,7 @@ bool Registry::stats(uint64_t connection, const proto::Stats& msg, std::string* 
     k->sampled_ns += d_ns;
     k->variant_launches += d_variant;
     k->fallbacks += d_fallbacks;
+    if (served && d_variant) served->emplace_back(seen.key, d_variant);
     // This process's own mean where it has samples, else what the kernel has overall.
     double mean = s.sampled ? double(s.sampled_ns) / double(s.sampled) : k->mean_ns();
     k->record.launches += d_launches;
@@ -172,6 +174,20 @@ bool Registry::stats(uint64_t connection, const proto::Stats& msg, std::string* 
           g.nodes_serving;
     }
     seen.graph = g;
+  }
+  for (const auto& [id, misses] : msg.guard_misses) {
+    auto sit = p.kernels.find(id);
+    if (sit == p.kernels.end()) {
+      *why = "guard misses for kernel id " + std::to_string(id) + ", which was never announced";
+      return false;
+    }
+    ProcessInfo::Seen& seen = sit->second;
+    if (misses < seen.guard_misses) {
+      *why = "the guard miss counter of kernel id " + std::to_string(id) + " went backwards";
+      return false;
+    }
+    if (KernelInfo* k = kernel(seen.key)) k->guard_misses += misses - seen.guard_misses;
+    seen.guard_misses = misses;
   }
   if (msg.graph_replays < p.graph_replays) {
     *why = "the graph replay counter went backwards";

@@ -32,6 +32,7 @@ struct ProcessInfo {
     uint64_t sampled_ns = 0;
     uint64_t variant_launches = 0;
     uint64_t fallbacks = 0;
+    uint64_t guard_misses = 0;
     proto::GraphKernelStats graph; // its part in the process's CUDA graphs, as last reported
   };
   std::unordered_map<uint64_t, Seen> kernels; // by the shim's kernel id
@@ -47,6 +48,7 @@ struct KernelInfo {
   std::array<uint32_t, 3> block{};
   uint64_t variant_launches = 0;       // launches served by a variant (this daemon run)
   uint64_t fallbacks = 0;              // variant launches that fell back to the original
+  uint64_t guard_misses = 0;           // launches a variant's guard refused (the original ran)
   std::set<uint64_t> processes;        // connections running it now
   // CUDA graphs: launches of it that were replays (this daemon run), and over the processes
   // attached now, the executable graphs holding it, their kernel nodes running it, and of those
@@ -79,7 +81,9 @@ public:
   void detach(uint64_t connection);
   // False with `why` when the message contradicts what the process said before.
   bool kernels_seen(uint64_t connection, const proto::Kernels& msg, std::string* why);
-  bool stats(uint64_t connection, const proto::Stats& msg, std::string* why);
+  // `served` (optional) gets, per kernel, the launches variants served since the last report.
+  bool stats(uint64_t connection, const proto::Stats& msg, std::string* why,
+             std::vector<std::pair<KernelKey, uint64_t>>* served = nullptr);
 
   const std::map<uint64_t, ProcessInfo>& processes() const { return m_processes; }
   const std::unordered_map<KernelKey, KernelInfo>& kernels() const { return m_kernels; }

@@ -1,6 +1,7 @@
 #include "daemon/worker_pool.hpp"
 
 #include "common/version.hpp"
+#include "daemon/worker/worker.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -258,19 +259,23 @@ void WorkerPool::on_closed(Connection&, const std::string& why) {
 
 void WorkerPool::worker_gone(const std::string& why) {
   int status = 0;
+  bool announced = false; // it exited because a candidate left its context unusable
   std::string how = why;
   // A worker without its connection is of no use: make sure it is gone before reaping it.
   if (m_pid > 0) ::kill(m_pid, SIGKILL);
   if (m_pid > 0 && ::waitpid(m_pid, &status, 0) == m_pid) {
     // The connection's end says why; the status says how the process went.
-    if (WIFEXITED(status))
+    if (WIFEXITED(status)) {
       how = "exited with status " + std::to_string(WEXITSTATUS(status));
+      announced = WEXITSTATUS(status) == worker::k_exit_context_lost;
+    }
     else if (WIFSIGNALED(status))
       how = "killed by signal " + std::to_string(WTERMSIG(status));
     if (!why.empty()) how += " (" + why + ")";
   }
   if (m_pid > 0) {
     ++m_lost;
+    if (!m_killed_for_timeout && !m_stopping && !announced) ++m_crashed;
     spdlog::info("worker {} {}", m_pid, how);
   }
   m_pid = -1;

@@ -43,6 +43,10 @@ public:
   uint64_t current() const { return m_current; } // the job in the worker, 0 when idle
   uint64_t workers_started() const { return m_started; }
   uint64_t workers_lost() const { return m_lost; }
+  // Of those, the ones that died on their own: not killed for a job past its deadline, not
+  // stopped with honed, not exiting as they say they must after a candidate broke their context
+  // (worker::k_exit_context_lost). What a crash loop shows as.
+  uint64_t workers_crashed() const { return m_crashed; }
   void set_settings(WorkerSettings s) { m_settings = std::move(s); }
   // While paused (the applications keep the GPU busy) no job starts; the queue waits.
   void set_paused(bool paused);
@@ -93,6 +97,7 @@ private:
   bool m_paused = false;
   uint64_t m_started = 0;
   uint64_t m_lost = 0;
+  uint64_t m_crashed = 0;
   uint32_t m_quick_failures = 0;
   std::chrono::steady_clock::time_point m_spawned_at;
   uint64_t m_next_conn_id = 1ull << 40;

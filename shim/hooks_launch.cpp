@@ -83,6 +83,8 @@ __attribute__((noinline)) CUresult swapped(KernelRecord* r, const Swap* s, CUfun
       log(Level::warn, "a variant of %s failed to launch (error %d); running the original",
           r->key.entry.c_str(), int(res));
     }
+  } else {
+    r->guard_misses.fetch_add(1, std::memory_order_relaxed);
   }
   return run(r, f, a, call);
 }

@@ -54,6 +54,7 @@ struct KernelRecord {
   std::atomic<uint64_t> graph_launches{0};   // of launches, those replayed in CUDA graphs
   std::atomic<uint64_t> variant_launches{0}; // served by an installed variant
   std::atomic<uint64_t> fallbacks{0};        // variant launches that failed over to the original
+  std::atomic<uint64_t> guard_misses{0};     // launches a variant was installed for that its guard refused
 
   // Capture: launches still to capture (the launch path checks this one counter).
   std::atomic<uint32_t> capture_pending{0};
@@ -72,6 +73,7 @@ struct KernelRecord {
   uint64_t reported_launches = 0;
   uint64_t reported_sampled = 0;
   uint64_t reported_variant_launches = 0;
+  uint64_t reported_guard_misses = 0;
   uint64_t reported_graph_launches = 0;
   GraphReport reported_graph;
 };

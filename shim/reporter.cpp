@@ -715,6 +715,11 @@ void Reporter::Impl::report() {
   st.graph_nodes_patched = graph_nodes_patched_total();
   for (KernelRecord* rec : records) {
     if (!rec->announced) continue;
+    uint64_t misses = rec->guard_misses.load(std::memory_order_relaxed);
+    if (misses != rec->reported_guard_misses) {
+      rec->reported_guard_misses = misses;
+      st.guard_misses.emplace_back(rec->id, misses);
+    }
     uint64_t launches = rec->launches.load(std::memory_order_relaxed);
     uint64_t sampled = rec->sampled.load(std::memory_order_relaxed);
     uint64_t served = rec->variant_launches.load(std::memory_order_relaxed);
@@ -738,7 +743,7 @@ void Reporter::Impl::report() {
     rec->reported_launches = launches;
     rec->reported_sampled = sampled;
   }
-  if (!st.kernels.empty() || !st.graph_kernels.empty()) {
+  if (!st.kernels.empty() || !st.graph_kernels.empty() || !st.guard_misses.empty()) {
     queue(proto::frame_of(proto::MsgType::stats, ++seq, st));
   }
 }

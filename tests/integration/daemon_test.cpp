@@ -394,6 +394,67 @@ TEST(Daemon, FakeShimsRankKernelsAcrossProcesses) {
   expect_clean_stop(*d);
 }
 
+// What served launches, fallbacks and guard misses add up to in /metrics, per kernel for the
+// misses; reports are cumulative per process, and the metrics add the processes up.
+TEST(Daemon, MetricsCountServedLaunchesFallbacksAndGuardMisses) {
+  auto d = start_daemon();
+  ASSERT_TRUE(d);
+  ImageHash a = ImageHash::of("image a", 7);
+  const std::string axpy = "_Z4axpyfPKfPf", reduce = "_Z6reducePKfPfi";
+  auto p1 = connect_as(d->socket(), proto::ClientKind::shim);
+  auto p2 = connect_as(d->socket(), proto::ClientKind::shim);
+  ASSERT_TRUE(p1 && p2);
+  send_kernels(*p1, {kernel_info(1, a, axpy), kernel_info(2, a, reduce)});
+  send_kernels(*p2, {kernel_info(5, a, axpy)});
+  auto stats = [](uint64_t id, uint64_t launches, uint64_t served, uint64_t fallbacks) {
+    proto::KernelStats s = kernel_stats(id, launches, 0, 0);
+    s.variant_launches = served;
+    s.fallbacks = fallbacks;
+    return s;
+  };
+  proto::Stats m;
+  m.kernels = {stats(1, 100, 60, 2), stats(2, 10, 0, 0)};
+  m.guard_misses = {{1, 30}};
+  ASSERT_TRUE(p1->send(proto::frame_of(proto::MsgType::stats, 3, m)));
+  m.kernels = {stats(1, 150, 80, 3)}; // cumulative: 20 more served, 1 more fallback
+  m.guard_misses = {{1, 45}, {2, 4}};
+  ASSERT_TRUE(p1->send(proto::frame_of(proto::MsgType::stats, 4, m)));
+  m.kernels = {stats(5, 10, 5, 0)};
+  m.guard_misses = {{5, 5}};
+  ASSERT_TRUE(p2->send(proto::frame_of(proto::MsgType::stats, 3, m)));
+
+  std::string text;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        auto r = run_honectl({"metrics", "--socket", d->socket()});
+        text = r.out;
+        return text.find("hone_guard_misses_total{kernel=\"" + axpy + "\"} 50\n") != std::string::npos;
+      },
+      10s))
+      << text;
+  EXPECT_NE(text.find("hone_guard_misses_total{kernel=\"" + reduce + "\"} 4\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("hone_variant_launches_total 85\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("hone_variant_fallbacks_total 3\n"), std::string::npos) << text;
+  // every verdict kind is exported, at 0 before any job
+  EXPECT_NE(text.find("hone_verdicts_total{kind=\"verified\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("hone_verdicts_total{kind=\"not_faster\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE hone_gpu_time_saved_seconds_total counter"), std::string::npos) << text;
+  EXPECT_NE(text.find("hone_capture_budget_bytes "), std::string::npos) << text;
+  EXPECT_NE(text.find("hone_worker_crashes_total 0\n"), std::string::npos) << text;
+
+  // A miss counter that goes backwards is a protocol error: the connection is dropped.
+  m.kernels.clear();
+  m.guard_misses = {{5, 1}};
+  ASSERT_TRUE(p2->send(proto::frame_of(proto::MsgType::stats, 4, m)));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        auto r = run_honectl({"metrics", "--socket", d->socket()});
+        return r.out.find("hone_protocol_errors_total 1\n") != std::string::npos;
+      },
+      10s));
+  expect_clean_stop(*d);
+}
+
 // A peer that sends its last frames and closes at once (a shim's final report at exit, a worker's
 // verdict before it exits) is heard out: the frames count even though the end came with them.
 TEST(Daemon, FramesJustBeforeCloseAreHandled) {

@@ -315,6 +315,14 @@ TEST(Loop, ShapeSpecificKernelServesOnlyItsShape) {
   EXPECT_GT(by_variant / launches, 0.6) << k0.dump() << k1.dump();
   EXPECT_LT(by_variant / launches, 0.9) << k0.dump() << k1.dump();
   EXPECT_EQ(k1.value("fallbacks", uint64_t(1)), 0u) << k1.dump(2);
+  // the others are guard misses, per kernel in the kernel's record and in /metrics
+  double misses =
+      double(k1.value("guard_misses", uint64_t(0)) - k0.value("guard_misses", uint64_t(0)));
+  EXPECT_GT(misses / launches, 0.1) << k0.dump() << k1.dump();
+  EXPECT_LT(misses / launches, 0.4) << k0.dump() << k1.dump();
+  auto metrics = run_honectl({"metrics", "--socket", d->socket()});
+  EXPECT_NE(metrics.out.find("hone_guard_misses_total{kernel=\"accumulate\"} "), std::string::npos)
+      << metrics.out;
   expect_app_correct(app);
 }
 

@@ -102,6 +102,15 @@ TEST(Protocol, MessagesRoundTrip) {
   ASSERT_EQ(st2.kernels.size(), 1u);
   EXPECT_EQ(st2.kernels[0].launches, 100u);
   EXPECT_EQ(st2.kernels[0].block[0], 256u);
+  EXPECT_TRUE(st2.guard_misses.empty());
+  // Guard misses come after the graph part, which is then written even when empty.
+  st.guard_misses = {{7, 12}, {9, 1}};
+  Stats st3 = round_trip(st);
+  ASSERT_EQ(st3.guard_misses.size(), 2u);
+  EXPECT_EQ(st3.guard_misses[0], (std::pair<uint64_t, uint64_t>{7, 12}));
+  EXPECT_EQ(st3.guard_misses[1].second, 1u);
+  EXPECT_TRUE(st3.graph_kernels.empty());
+  EXPECT_EQ(st3.graph_replays, 0u);
 
   Image im;
   im.image = ImageHash{5, 6};
