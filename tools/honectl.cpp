@@ -2,6 +2,7 @@
 // turn any of it off. Talks to honed over its socket (docs/protocol.md, "control").
 #include "common/version.hpp"
 #include "tools/honectl_doctor.hpp"
+#include "tools/honectl_service.hpp"
 #include "tools/honectl_session.hpp"
 #include "tools/honectl_table.hpp"
 
@@ -56,6 +57,8 @@ struct Options {
   double wait_s = 600;
   // retry
   std::string strategy;
+  // attach-service, detach-service
+  ServiceOptions service;
 };
 
 // A failure: the message goes to stderr, the code becomes the exit status.
@@ -399,6 +402,10 @@ void show_kernel(const json& k) {
   t.row({"state", str(k, "state")});
   t.row({"launches", human_count(num<uint64_t>(k, "launches"))});
   std::string served = human_count(num<uint64_t>(k, "variant_launches"));
+  if (num<uint64_t>(k, "guard_misses")) {
+    served += " (" + human_count(num<uint64_t>(k, "guard_misses")) +
+              " outside the variant's guard ran the original)";
+  }
   if (num<uint64_t>(k, "fallbacks")) {
     served += " (" + human_count(num<uint64_t>(k, "fallbacks")) + " failed over to the original)";
   }
@@ -974,6 +981,22 @@ int main(int argc, char** argv) {
   auto* metrics = add("metrics", "The Prometheus metrics honed exposes");
   json_opt(metrics, "Print the daemon's JSON");
 
+  auto* attach = add("attach-service",
+                     "Preload hone into a systemd service: writes the drop-in "
+                     "/etc/systemd/system/NAME.service.d/hone.conf (LD_PRELOAD, keeping the "
+                     "service's own; SupplementaryGroups=hone) and says how to apply it");
+  auto* detach = add("detach-service", "Remove the drop-in attach-service wrote for NAME");
+  for (CLI::App* c : {attach, detach}) {
+    c->add_option("NAME", o.service.name, "the service, e.g. vllm or vllm.service")->required();
+    c->add_option("--root", o.service.root,
+                  "the file system the units are in (default /; for images and containers)");
+  }
+  attach->add_option("--library", o.service.library,
+                     "the library to preload (default " + installed_shim_path() + ")");
+  attach->add_option("--group", o.service.group,
+                     "the group allowed on honed's socket (default hone)");
+  attach->footer("Exit status: 0 written (or already attached); 1 failed; 2 usage error.");
+
   auto* doc = add("doctor", "Check the driver, the socket, the daemon, the store and the config, "
                             "and say what to fix");
   doc->add_option("--driver", o.driver,
@@ -1018,6 +1041,8 @@ int main(int argc, char** argv) {
   if (fleet->parsed()) return cmd_fleet(o);
   if (submit->parsed()) return cmd_submit(o);
   if (jobs->parsed()) return cmd_jobs(o);
+  if (attach->parsed()) return attach_service(o.service);
+  if (detach->parsed()) return detach_service(o.service);
   if (doc->parsed()) {
     DoctorOptions d{o.socket, o.driver, o.config, o.state_dir, socket_given, o.json};
     return doctor(d);

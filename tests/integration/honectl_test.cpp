@@ -72,6 +72,96 @@ std::string read_file(const fs::path& p) {
 
 } // namespace
 
+// attach-service writes a drop-in that preloads the library (keeping the service's own
+// LD_PRELOAD) and adds the group; detach-service removes it; both say how to apply the change.
+TEST(Honectl, AttachAndDetachAService) {
+  TempDir root("honectl-units");
+  const fs::path units = root.path() / "etc/systemd/system";
+  const fs::path vendor = root.path() / "usr/lib/systemd/system";
+  fs::create_directories(units);
+  fs::create_directories(vendor);
+  // a packaged service that preloads a library of its own in a drop-in of the vendor's
+  std::ofstream(vendor / "infer.service")
+      << "[Unit]\nDescription=an inference server\n[Service]\nExecStart=/usr/bin/infer\n"
+         "Environment=\"LD_PRELOAD=/opt/jemalloc.so\" OMP_NUM_THREADS=8\n";
+  fs::create_directories(vendor / "infer.service.d");
+  std::ofstream(vendor / "infer.service.d/10-tuning.conf")
+      << "[Service]\nEnvironment=LD_PRELOAD=/opt/tcmalloc.so\n";
+  const std::string lib = "/usr/lib/hone/libhone.so";
+  const std::vector<std::string> where = {"--root", root.path().string(), "--library", lib};
+  auto args = [&](std::vector<std::string> a) {
+    // detach-service takes only --root
+    a.insert(a.end(), where.begin(), a[0] == "detach-service" ? where.begin() + 2 : where.end());
+    return a;
+  };
+
+  auto r = run_honectl(args({"attach-service", "infer"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path dropin = units / "infer.service.d/hone.conf";
+  std::string text = read_file(dropin);
+  // the drop-in of the vendor's comes last, so its LD_PRELOAD is the one the service has
+  EXPECT_NE(text.find("[Service]\nEnvironment=\"LD_PRELOAD=" + lib + ":/opt/tcmalloc.so\"\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\nSupplementaryGroups=hone\n"), std::string::npos) << text;
+  EXPECT_NE(r.out.find("Wrote " + dropin.string()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("keeps the service's LD_PRELOAD=/opt/tcmalloc.so"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("systemctl daemon-reload && systemctl restart infer.service"), std::string::npos)
+      << r.out;
+  struct stat st{};
+  ASSERT_EQ(::stat(dropin.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+
+  // Again: nothing changes (the library is not added twice), with or without ".service".
+  r = run_honectl(args({"attach-service", "infer.service"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("attached already"), std::string::npos) << r.out;
+  EXPECT_EQ(read_file(dropin), text);
+
+  // A unit that reads an EnvironmentFile is attached with a warning: the file would win.
+  std::ofstream(units / "batch.service")
+      << "[Service]\nExecStart=/usr/bin/batch\nEnvironmentFile=-/etc/default/batch\n";
+  r = run_honectl(args({"attach-service", "batch", "--group", "gpu-tools"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("warning: the service reads EnvironmentFile=-/etc/default/batch"),
+            std::string::npos)
+      << r.out;
+  text = read_file(units / "batch.service.d/hone.conf");
+  EXPECT_NE(text.find("Environment=\"LD_PRELOAD=" + lib + "\"\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("SupplementaryGroups=gpu-tools\n"), std::string::npos) << text;
+
+  // Refused: a unit that does not exist, one that is not a service, a bad name, a drop-in of the
+  // same name that honectl did not write (left untouched).
+  r = run_honectl(args({"attach-service", "nosuch"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no unit nosuch.service"), std::string::npos) << r.err;
+  r = run_honectl(args({"attach-service", "infer.socket"}));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("is a socket unit"), std::string::npos) << r.err;
+  r = run_honectl(args({"attach-service", "in fer"}));
+  EXPECT_EQ(r.exit_code, 2);
+  r = run_honectl({"attach-service", "infer", "--root", root.path().string(), "--library", "rel.so"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("absolute path"), std::string::npos) << r.err;
+  std::ofstream(units / "batch.service.d/hone.conf", std::ios::trunc) << "[Service]\nNice=5\n";
+  r = run_honectl(args({"attach-service", "batch"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("was not written by honectl"), std::string::npos) << r.err;
+  r = run_honectl(args({"detach-service", "batch"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(read_file(units / "batch.service.d/hone.conf"), "[Service]\nNice=5\n");
+
+  // detach-service removes the drop-in and its directory; a second time there is nothing to do.
+  r = run_honectl(args({"detach-service", "infer"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Removed " + dropin.string()), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dropin.parent_path()));
+  EXPECT_TRUE(fs::exists(vendor / "infer.service.d/10-tuning.conf"));
+  r = run_honectl(args({"detach-service", "infer"}));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("is not attached"), std::string::npos) << r.out;
+}
+
 TEST(Honectl, ExitCodes) {
   TempDir dir("honectl-down");
   std::string gone = (dir.path() / "hone.sock").string();
