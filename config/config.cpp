@@ -253,6 +253,11 @@ bool check_remote_url(std::string_view v, std::string& note) {
   return false;
 }
 
+bool check_strategy(std::string_view v, std::string&) {
+  return std::any_of(std::begin(k_strategy_names), std::end(k_strategy_names),
+                     [&](const char* n) { return v == n; });
+}
+
 constexpr Section k_sections[] = {
     {"server",
      "The unix socket that shims (libhone.so) and honectl connect to, and its limits.\n"
@@ -290,6 +295,8 @@ constexpr Section k_sections[] = {
      "change floating-point results and need the tolerances below), twice, so that a race\n"
      "shows up as two runs that differ. Then the original and the candidate are benchmarked\n"
      "interleaved on the same input, and the candidate is kept only when clearly faster."},
+    {"agent",
+     "The agent: the strategies that turn hot kernels into candidates (agent/README.md)."},
     {"agent.llm",
      "The LLM strategy: a model behind an OpenAI-compatible chat-completions endpoint (vLLM,\n"
      "llama.cpp's server, a hosted API) rewrites hot kernels as CUDA C++, over a few turns\n"
@@ -546,6 +553,17 @@ const Key k_keys[] = {
      .field = HONE_FIELD(validation.f16_abs),
      .number_min = 0, .number_max = 1,
      .doc = "Absolute tolerance for half and bfloat16 (16-bit) elements."},
+    {.section = "agent", .name = "strategies", .kind = Kind::string_list,
+     .field = HONE_FIELD(agent.strategies),
+     .check = check_strategy,
+     .expect = "one of \"specialize\", \"launch_bounds\", \"readonly\", \"rejit\", \"llm\"",
+     .doc = "The strategies that run on hot kernels, by name: specialize (scalar arguments and\n"
+            "shapes as constants), launch_bounds (registers for the launch shape), readonly\n"
+            "(read-only loads through the non-coherent cache), rejit (the PTX compiled again\n"
+            "for this GPU), llm (a model rewrites the kernel; also needs agent.llm.enabled).\n"
+            "Leaving one out stops new candidates from it; variants it already verified keep\n"
+            "serving (honectl disable turns those off). Candidates submitted with honectl are\n"
+            "validated whatever this says."},
     {.section = "agent.llm", .name = "enabled", .kind = Kind::boolean,
      .field = HONE_FIELD(agent.llm.enabled),
      .doc = "Ask the model for faster versions of hot kernels. Needs model (and base_url)."},
@@ -1121,7 +1139,13 @@ Error unknown_entry(const std::string& at, const std::string& prefix, const std:
   if (is_section(prefix) && !is_table) {
     auto known = key_names(prefix);
     msg += ": unknown key '" + name + "' in [" + prefix + "]";
-    if (auto guess = closest(name, known); !guess.empty()) {
+    const Key* inner = nullptr; // a key of that name in a section inside this one
+    for (const auto& k : k_keys) {
+      if (k.name == name && k.section.substr(0, prefix.size() + 1) == prefix + ".") inner = &k;
+    }
+    if (inner) {
+      msg += " (it belongs in [" + std::string(inner->section) + "])";
+    } else if (auto guess = closest(name, known); !guess.empty()) {
       msg += " (did you mean '" + std::string(guess) + "'?)";
     }
     msg += "; known keys: " + join(known);
@@ -1207,9 +1231,16 @@ Result<void> check_unknown_variable(const std::string& name) {
   for (const auto& [var, key] : known) {
     if (var == name) return ok();
   }
+  // the innermost section whose variables the name starts like ([agent.llm] before [agent])
+  const Section* section = nullptr;
   for (const auto& s : k_sections) {
+    if (name.rfind(env_prefix(s.name), 0) == 0 &&
+        (!section || env_prefix(s.name).size() > env_prefix(section->name).size()))
+      section = &s;
+  }
+  for (const Section* sp = section; sp; sp = nullptr) {
+    const Section& s = *sp;
     std::string prefix = env_prefix(s.name);
-    if (name.rfind(prefix, 0) != 0) continue;
     std::vector<std::string_view> vars;
     for (const auto& [var, key] : known) {
       if (var.rfind(prefix, 0) == 0) vars.push_back(var);
@@ -1379,8 +1410,9 @@ Result<std::string> read_file(const fs::path& path, bool& missing) {
   return text;
 }
 
-std::string default_value(const Key& k) {
-  Config d;
+// The value of `k` in `c`, as hone.toml writes it.
+std::string value_text(const Key& k, const Config& c) {
+  Config& d = const_cast<Config&>(c); // the fields are reached through non-const accessors
   return std::visit(
       [&](auto field) -> std::string {
         const auto& v = field(d);
@@ -1408,6 +1440,8 @@ std::string default_value(const Key& k) {
       k.field);
 }
 
+std::string default_value(const Key& k) { return value_text(k, Config{}); }
+
 void comment(std::string& out, std::string_view text) {
   size_t start = 0;
   while (start <= text.size()) {
@@ -1431,7 +1465,8 @@ Result<Config> parse(std::string_view toml, const std::string& name) {
 }
 
 Result<Config> load(const std::filesystem::path& path, bool optional_file,
-                    const std::map<std::string, std::string>& env, const Overrides& overrides) {
+                    const std::map<std::string, std::string>& env, const Overrides& overrides,
+                    Provenance* provenance) {
   Origins origins;
   Config c;
   bool missing = false;
@@ -1446,7 +1481,30 @@ Result<Config> load(const std::filesystem::path& path, bool optional_file,
   if (auto r = apply_environment(env, c, origins); !r) return r.error();
   if (auto r = apply_overrides(overrides, c, origins); !r) return r.error();
   if (auto r = check_whole(c, origins); !r) return r.error();
+  if (provenance) {
+    provenance->clear();
+    for (const auto& [key, where] : origins) (*provenance)[qualified(*key)] = where;
+  }
   return c;
+}
+
+std::vector<Setting> settings(const Config& c, const Provenance& provenance) {
+  std::vector<Setting> out;
+  for (const auto& s : k_sections) {
+    for (const auto& k : k_keys) {
+      if (k.section != s.name) continue;
+      Setting st;
+      st.section = std::string(k.section);
+      st.name = std::string(k.name);
+      st.secret = k.secret;
+      st.value = value_text(k, c);
+      if (k.secret && st.value != default_value(k)) st.value = "(set, not shown)";
+      auto it = provenance.find(qualified(k));
+      st.origin = it == provenance.end() ? "default" : it->second;
+      out.push_back(std::move(st));
+    }
+  }
+  return out;
 }
 
 std::map<std::string, std::string> environment() {

@@ -117,7 +117,13 @@ struct LlmConfig {
   bool operator==(const LlmConfig&) const = default;
 };
 
+// The strategies honed's agent knows, by name (agent/README.md).
+inline constexpr const char* k_strategy_names[] = {"specialize", "launch_bounds", "readonly",
+                                                   "rejit", "llm"};
+
 struct AgentConfig {
+  // Which strategies run, by name; default all of them ("llm" also needs agent.llm.enabled).
+  std::vector<std::string> strategies{std::begin(k_strategy_names), std::end(k_strategy_names)};
   LlmConfig llm;
   bool operator==(const AgentConfig&) const = default;
 };
@@ -147,10 +153,29 @@ struct Overrides {
 
 constexpr const char* k_default_path = "/etc/hone/hone.toml";
 
+// Where each key's value came from, by "section.key": "FILE:LINE:COLUMN", "environment variable
+// NAME" or "option --flag". A key not listed has its default.
+using Provenance = std::map<std::string, std::string>;
+
 // Load `path` (a missing file is an error unless `optional_file`), apply the HONE_* variables of
-// `env` (name -> value) and then `overrides`, and validate the result.
+// `env` (name -> value) and then `overrides`, and validate the result. `provenance` (optional)
+// gets where each value that is not a default came from.
 Result<Config> load(const std::filesystem::path& path, bool optional_file,
-                    const std::map<std::string, std::string>& env, const Overrides& overrides);
+                    const std::map<std::string, std::string>& env, const Overrides& overrides,
+                    Provenance* provenance = nullptr);
+
+// One key of a configuration, for `honectl config`: its value as TOML, where it came from
+// ("default" when it has its default), and whether the value is withheld (secret keys show
+// only whether they are set).
+struct Setting {
+  std::string section;
+  std::string name;
+  std::string value;
+  std::string origin;
+  bool secret = false;
+};
+// Every key of `c`, in the order of hone.toml.
+std::vector<Setting> settings(const Config& c, const Provenance& provenance);
 
 // Parse TOML text directly (tests); `name` labels errors.
 Result<Config> parse(std::string_view toml, const std::string& name);

@@ -166,6 +166,19 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
     return done(json{{"schema", "hone.kernels/1"}, {"kernels", std::move(list)}});
   }
   if (cmd == "metrics") return done(json{{"text", metrics_text()}});
+  if (cmd == "config") {
+    json list = json::array();
+    for (const auto& s : config::settings(m_config, m_provenance)) {
+      list.push_back({{"section", s.section},
+                      {"key", s.name},
+                      {"value", s.value},
+                      {"origin", s.origin},
+                      {"secret", s.secret}});
+    }
+    return done(json{{"schema", "hone.config/1"},
+                     {"file", m_config.source.string()},
+                     {"settings", std::move(list)}});
+  }
   if (cmd == "fleet") {
     if (!m_fleet || !m_fleet->enabled()) {
       return done(json{{"remotes", json::array()}, {"signing", false}, {"require_signature", false}});

@@ -119,17 +119,34 @@ void Daemon::stop() {
   }
 }
 
-void Daemon::reload(const config::Config& fresh) {
+void Daemon::reload(const config::Config& fresh, const config::Provenance& provenance) {
   ++m_counters.reloads;
   if (fresh.server.socket != m_config.server.socket ||
       fresh.store.state_dir != m_config.store.state_dir) {
     spdlog::warn("reload: the socket path and the state directory change only on restart");
   }
+  if (fresh.store.remote != m_config.store.remote) {
+    spdlog::warn("reload: [store.remote] changes only on restart");
+  }
+  // What stays as honed started, and where those values came from.
+  config::Provenance kept;
+  for (const auto& [key, where] : m_provenance) {
+    if (key == "server.socket" || key == "store.state_dir" || key.rfind("store.remote.", 0) == 0)
+      kept[key] = where;
+  }
   std::string socket = m_config.server.socket;
   fs::path state = m_config.store.state_dir;
+  config::RemoteConfig remote = m_config.store.remote;
   m_config = fresh;
   m_config.server.socket = socket;
   m_config.store.state_dir = state;
+  m_config.store.remote = remote;
+  m_provenance = provenance;
+  std::erase_if(m_provenance, [](const auto& e) {
+    return e.first == "server.socket" || e.first == "store.state_dir" ||
+           e.first.rfind("store.remote.", 0) == 0;
+  });
+  m_provenance.insert(kept.begin(), kept.end());
   spdlog::set_level(spdlog::level::from_str(m_config.log.level));
   if (m_optimizer) m_optimizer->set_config(m_config);
   spdlog::info("configuration reloaded");

@@ -40,8 +40,11 @@ public:
   Result<void> start();
   // Stop accepting, close every connection, flush the store.
   void stop();
-  // SIGHUP: re-read what can change without a restart (log level, limits).
-  void reload(const config::Config& fresh);
+  // SIGHUP: re-read what can change without a restart (log level, limits). `provenance`: where
+  // the fresh values came from (config::load), for `honectl config`.
+  void reload(const config::Config& fresh, const config::Provenance& provenance = {});
+  // Where the values of the configuration honed started with came from.
+  void set_provenance(config::Provenance provenance) { m_provenance = std::move(provenance); }
 
   // ConnectionHandler
   bool on_frame(Connection& c, const proto::FrameHeader& h, std::string_view payload,
@@ -78,6 +81,7 @@ private:
 
   asio::io_context& m_io;
   config::Config m_config;
+  config::Provenance m_provenance; // where m_config's values came from
   std::unique_ptr<store::Store> m_store;
   Registry m_registry;
   std::unique_ptr<Fleet> m_fleet;

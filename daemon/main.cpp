@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
   if (!log_level.empty()) overrides.log_level = log_level;
 
   auto env = config::environment();
-  auto cfg = config::load(config_path, !config_given, env, overrides);
+  config::Provenance provenance;
+  auto cfg = config::load(config_path, !config_given, env, overrides, &provenance);
   if (!cfg) {
     std::cerr << "honed: " << cfg.error().message << "\n";
     return 2;
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
 
   boost::asio::io_context io;
   daemon::Daemon honed(io, *cfg, std::move(*store));
+  honed.set_provenance(std::move(provenance));
   if (auto r = honed.start(); !r) {
     spdlog::critical("{}", r.error().message);
     sd_notifyf(0, "STATUS=%s", r.error().message.c_str());
@@ -108,9 +110,11 @@ int main(int argc, char** argv) {
         if (e) return;
         if (sig == SIGHUP) {
           sd_notify(0, "RELOADING=1");
-          auto fresh = config::load(config_path, !config_given, config::environment(), overrides);
+          config::Provenance where;
+          auto fresh = config::load(config_path, !config_given, config::environment(), overrides,
+                                    &where);
           if (fresh) {
-            honed.reload(*fresh);
+            honed.reload(*fresh, where);
           } else {
             spdlog::error("reload refused, keeping the running configuration: {}",
                           fresh.error().message);

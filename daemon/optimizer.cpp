@@ -851,9 +851,11 @@ double Optimizer::expected_gain_per_second(const agent::Strategy& s) const {
 
 void Optimizer::run_strategies() {
   if (!m_config.optimizer.enabled) return;
-  // Strategies in order of expected gain per GPU-second.
+  // The strategies agent.strategies names, in order of expected gain per GPU-second.
   std::vector<agent::Strategy*> order;
-  for (const auto& s : m_strategies) order.push_back(s.get());
+  for (const auto& s : m_strategies) {
+    if (strategy_enabled(s->id())) order.push_back(s.get());
+  }
   std::stable_sort(order.begin(), order.end(), [&](agent::Strategy* a, agent::Strategy* b) {
     return expected_gain_per_second(*a) > expected_gain_per_second(*b);
   });
@@ -939,10 +941,17 @@ void Optimizer::add_strategy(std::unique_ptr<agent::Strategy> strategy) {
   m_strategies.push_back(std::move(strategy));
 }
 
+bool Optimizer::strategy_enabled(const std::string& id) const {
+  const auto& on = m_config.agent.strategies;
+  return std::find(on.begin(), on.end(), id) != on.end();
+}
+
 json Optimizer::agent_json() const {
   json strategies = json::array();
   for (const auto& s : m_strategies) {
-    json j{{"id", s->id()}, {"expected_gain_per_gpu_second", expected_gain_per_second(*s)}};
+    json j{{"id", s->id()},
+           {"enabled", strategy_enabled(s->id())},
+           {"expected_gain_per_gpu_second", expected_gain_per_second(*s)}};
     if (auto it = m_strategy_stats.find(s->id()); it != m_strategy_stats.end()) {
       j["candidates"] = it->second.candidates;
       j["verified"] = it->second.verified;

@@ -114,6 +114,7 @@ private:
   };
 
   void tick();
+  bool strategy_enabled(const std::string& id) const; // agent.strategies names it
   // Start every waiting job whose image and captures are in (asking for what is missing).
   void advance();
   void advance_soon();

@@ -1,6 +1,7 @@
 // honectl: the operator's view of honed — what it sees, what it optimized, and the switches to
 // turn any of it off. Talks to honed over its socket (docs/protocol.md, "control").
 #include "common/version.hpp"
+#include "config/config.hpp"
 #include "tools/honectl_doctor.hpp"
 #include "tools/honectl_service.hpp"
 #include "tools/honectl_session.hpp"
@@ -59,6 +60,8 @@ struct Options {
   std::string strategy;
   // attach-service, detach-service
   ServiceOptions service;
+  // config
+  bool local = false;
 };
 
 // A failure: the message goes to stderr, the code becomes the exit status.
@@ -230,7 +233,9 @@ void agent_section(const json& st, std::ostream& out) {
     std::snprintf(gain, sizeof gain, "%.3f", num<double>(s, "expected_gain_per_gpu_second"));
     char gpu[32];
     std::snprintf(gpu, sizeof gpu, "%.1f s", num<double>(s, "gpu_seconds"));
-    t.row({str(s, "id"), gain, std::to_string(num<uint64_t>(s, "candidates")),
+    const bool on = s.value("enabled", true);
+    t.row({on ? str(s, "id") : str(s, "id") + " (off: agent.strategies)", gain,
+           std::to_string(num<uint64_t>(s, "candidates")),
            std::to_string(num<uint64_t>(s, "verified")), gpu});
   }
   out << t.render(2);
@@ -865,6 +870,68 @@ int cmd_metrics(const Options& o) {
   return k_exit_ok;
 }
 
+// The configuration as TOML, each value followed by where it came from (containerd config dump
+// style): honed's running configuration, or with --local the one honed would read now.
+void print_config(const json& r, const std::string& from) {
+  std::cout << "# " << from << "\n";
+  const std::string file = str(r, "file", "");
+  std::cout << "# file: " << (file.empty() ? "none (defaults)" : file) << "\n";
+  std::string section;
+  const json settings = r.value("settings", json::array());
+  size_t width = 0;
+  for (const auto& s : settings) width = std::max(width, str(s, "key").size() + 3 + str(s, "value").size());
+  for (const auto& s : settings) {
+    if (str(s, "section") != section) {
+      section = str(s, "section");
+      std::cout << "\n[" << section << "]\n";
+    }
+    std::string line = str(s, "key") + " = " + str(s, "value");
+    if (s.value("secret", false) && str(s, "value").rfind("(set", 0) == 0)
+      line = "# " + str(s, "key") + " is set (not shown)";
+    line.resize(std::max(line.size(), std::min<size_t>(width, 60)), ' ');
+    const std::string origin = str(s, "origin");
+    std::cout << line << "  # " << (origin == "default" ? "default" : "from " + origin) << "\n";
+  }
+}
+
+int cmd_config(const Options& o) {
+  if (o.local) {
+    const bool given = !o.config.empty();
+    const std::string path = given ? o.config : config::k_default_path;
+    config::Provenance where;
+    auto c = config::load(path, !given, config::environment(), {}, &where);
+    if (!c) return fail("honectl: " + c.error().message, k_exit_failed);
+    json list = json::array();
+    for (const auto& s : config::settings(*c, where)) {
+      list.push_back({{"section", s.section}, {"key", s.name}, {"value", s.value},
+                      {"origin", s.origin}, {"secret", s.secret}});
+    }
+    json r{{"schema", "hone.config/1"}, {"file", c->source.string()}, {"settings", list}};
+    if (o.json) {
+      print_json(r);
+    } else {
+      print_config(r, "the configuration " + path +
+                          " and this shell's HONE_* variables give (honed's own environment and "
+                          "flags may differ)");
+    }
+    return k_exit_ok;
+  }
+  auto s = connect(o);
+  if (!s) {
+    Error e = s.error();
+    e.message += " (honectl config --local reads the file instead)";
+    return fail(e);
+  }
+  auto r = s->request(json{{"cmd", "config"}});
+  if (!r) return fail(r.error());
+  if (o.json) {
+    print_json(*r);
+  } else {
+    print_config(*r, "honed's running configuration, from " + o.socket);
+  }
+  return k_exit_ok;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -981,6 +1048,14 @@ int main(int argc, char** argv) {
   auto* metrics = add("metrics", "The Prometheus metrics honed exposes");
   json_opt(metrics, "Print the daemon's JSON");
 
+  auto* cfg = add("config", "The effective configuration, each value with where it came from "
+                            "(the file and line, an environment variable, a flag, or the default)");
+  cfg->add_flag("--local", o.local,
+                "compute it here from the file and this shell's HONE_* variables, without honed");
+  cfg->add_option("--config", o.config, "with --local: the file to read (default "
+                                        "/etc/hone/hone.toml, if it exists)");
+  json_opt(cfg, "Print it as JSON (schema hone.config/1)");
+
   auto* attach = add("attach-service",
                      "Preload hone into a systemd service: writes the drop-in "
                      "/etc/systemd/system/NAME.service.d/hone.conf (LD_PRELOAD, keeping the "
@@ -1041,6 +1116,7 @@ int main(int argc, char** argv) {
   if (fleet->parsed()) return cmd_fleet(o);
   if (submit->parsed()) return cmd_submit(o);
   if (jobs->parsed()) return cmd_jobs(o);
+  if (cfg->parsed()) return cmd_config(o);
   if (attach->parsed()) return attach_service(o.service);
   if (detach->parsed()) return detach_service(o.service);
   if (doc->parsed()) {

@@ -956,6 +956,58 @@ TEST(Daemon, HostileClientsLeaveMemoryBounded) {
   expect_clean_stop(*d);
 }
 
+// honectl config: honed's running configuration, each value with where it came from: the file
+// and line, an environment variable, a flag, or the default; after a reload, the new file's.
+TEST(Daemon, ConfigShowsWhereEachValueCameFrom) {
+  DaemonOptions o;
+  o.config = std::string(k_config) + "[agent]\nstrategies = [\"specialize\", \"rejit\"]\n";
+  o.env["HONE_CAPTURE_MAX_MB"] = "64";
+  o.env["HONE_AGENT_LLM_API_KEY_ENV"] = "SOME_KEY_VARIABLE";
+  auto d = start_daemon(o); // with --log-level debug
+  ASSERT_TRUE(d);
+  auto origin_of = [&](const json& r, const std::string& section, const std::string& key) {
+    for (const auto& s : r["settings"])
+      if (s["section"] == section && s["key"] == key) return s;
+    return json();
+  };
+  auto r = run_honectl({"config", "--json", "--socket", d->socket()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json c = json::parse(r.out);
+  EXPECT_EQ(c["schema"], "hone.config/1");
+  const std::string file = c["file"].get<std::string>();
+  json interval = origin_of(c, "server", "report_interval_ms");
+  EXPECT_EQ(interval["value"], "1500");
+  EXPECT_EQ(interval["origin"], file + ":2:22") << interval.dump();
+  EXPECT_EQ(origin_of(c, "agent", "strategies")["value"], "[\"specialize\", \"rejit\"]");
+  EXPECT_EQ(origin_of(c, "capture", "max_mb")["origin"], "environment variable HONE_CAPTURE_MAX_MB");
+  EXPECT_EQ(origin_of(c, "log", "level")["origin"], "option --log-level");
+  EXPECT_EQ(origin_of(c, "validation", "runs")["origin"], "default");
+  EXPECT_EQ(origin_of(c, "validation", "runs")["value"], "21");
+  // a secret key shows only that it is set
+  json key = origin_of(c, "agent.llm", "api_key_env");
+  EXPECT_EQ(key["value"], "(set, not shown)");
+  EXPECT_EQ(r.out.find("SOME_KEY_VARIABLE"), std::string::npos) << r.out;
+  // the table for people: TOML with the origin after each value
+  auto t = run_honectl({"config", "--socket", d->socket()});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("[validation]\n"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("# from environment variable HONE_CAPTURE_MAX_MB\n"), std::string::npos) << t.out;
+  // the agent's status says which strategies are off
+  auto st = run_honectl({"status", "--socket", d->socket()});
+  EXPECT_NE(st.out.find("readonly (off: agent.strategies)"), std::string::npos) << st.out;
+
+  // After a reload the values and their origins are the new file's.
+  size_t mark = d->log().size();
+  d->write_config(std::string(k_config) + "\n[validation]\nruns = 9\n");
+  d->signal(SIGHUP);
+  ASSERT_TRUE(d->wait_for_log("configuration reloaded", 5s, mark)) << d->log();
+  c = json::parse(run_honectl({"config", "--json", "--socket", d->socket()}).out);
+  EXPECT_EQ(origin_of(c, "validation", "runs")["value"], "9");
+  EXPECT_EQ(origin_of(c, "validation", "runs")["origin"], file + ":5:8");
+  EXPECT_EQ(origin_of(c, "agent", "strategies")["origin"], "default");
+  expect_clean_stop(*d);
+}
+
 TEST(Daemon, SighupReloadsLogLevelAndRefusesBadConfig) {
   DaemonOptions o;
   o.log_level.clear(); // the flag would override the file

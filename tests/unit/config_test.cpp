@@ -73,7 +73,8 @@ const std::string k_server_keys =
     "known keys: socket, socket_mode, socket_group, allowed_uids, allowed_gids, max_connections, "
     "max_frame_bytes, max_queued_bytes, handshake_timeout_ms, report_interval_ms";
 const std::string k_sections =
-    "server, store, store.remote, worker, log, metrics, optimizer, capture, validation, agent.llm";
+    "server, store, store.remote, worker, log, metrics, optimizer, capture, validation, agent, "
+    "agent.llm";
 
 TEST(ConfigDefaults, AreTheDocumentedOnes) {
   Config c;
@@ -252,7 +253,7 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_AGENT_LLM_TEMPERATURE"}) {
     EXPECT_TRUE(vars.count(v)) << v;
   }
-  EXPECT_EQ(keys.size(), 61u);
+  EXPECT_EQ(keys.size(), 62u);
 }
 
 TEST(ConfigFile, SetsEveryKey) {
@@ -432,8 +433,8 @@ TEST(ConfigErrors, UnknownSection) {
             "sections: " +
                 k_sections);
   EXPECT_EQ(parse_error("[agent]\nmodel = \"m\"\n"),
-            "hone.toml:2:1: key 'model' in [agent] is not a setting; [agent] holds only the "
-            "sections agent.llm");
+            "hone.toml:2:1: unknown key 'model' in [agent] (it belongs in [agent.llm]); known "
+            "keys: strategies");
   EXPECT_EQ(parse_error("[validaton]\n"),
             "hone.toml:1:2: unknown section [validaton] (did you mean [validation]?); known "
             "sections: " +
