@@ -1,5 +1,8 @@
-// What the preload shim adds to one cuLaunchKernel call. Target: at most 20 ns on the fast path
-// (a function already seen, not picked for timing).
+// What the preload shim adds to one cuLaunchKernel call. Targets (issue 16): a hooked call on the
+// fast path (a function already seen, not picked for timing) at most 2x an unhooked call into the
+// no-op driver, single-threaded; with 8 threads launching the same kernel at once, the cost the
+// shim adds per launch at most twice the single-threaded one (no cache line that every launch of
+// every thread writes).
 //
 // One run measures both sides: the program re-executes itself as child processes against a no-op
 // driver (build/lib/noop/libcuda.so.1, bench/noop_driver.cpp, so the driver itself costs a
@@ -10,13 +13,19 @@
 // they would to honed. HONE_SAMPLE_EVERY=0 measures the fast path; HONE_SAMPLE_EVERY=100 (the
 // default) the average with sampling on.
 //
-// Usage: hone-bench-shim-launch [--batches N] [--calls N] [--rounds N]
+// With 8 threads, each child also runs THREADS threads that launch the same kernel through the
+// linked symbol at once, and reports CPU time per launch (the threads' CPU time added up, over
+// their launches): on a machine with fewer cores than threads, wall time per thread would measure
+// the scheduler, while CPU time still shows a cache line the threads take from each other.
+//
+// Usage: hone-bench-shim-launch [--batches N] [--calls N] [--rounds N] [--threads N]
 // Prints what it measured; asserts nothing.
 #include "test_server.hpp"
 
 #include <cuda.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +36,8 @@
 #include <spawn.h>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
+#include <time.h>
 #include <unistd.h>
 #include <vector>
 
@@ -44,7 +55,14 @@ struct Settings {
   int batches = 10;
   long calls = 1000000;
   int rounds = 2;
+  int threads = 8;
 };
+
+double thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e9 + double(t.tv_nsec);
+}
 
 double minimum(const std::vector<double>& v) {
   return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
@@ -116,6 +134,32 @@ int child(const Settings& s) {
   }
   std::vector<double> proc = measure(reinterpret_cast<LaunchFn>(pfn), f, s);
 
+  // s.threads threads at once, the same kernel, the linked symbol: CPU ns per launch per batch.
+  std::vector<double> threaded;
+  for (int b = 0; b < std::max(1, s.batches / 2); ++b) {
+    std::vector<double> cpu(size_t(s.threads), 0);
+    std::atomic<int> ready{0};
+    std::vector<std::thread> pool;
+    const long per_thread = std::max(1L, s.calls / 2);
+    for (int t = 0; t < s.threads; ++t) {
+      pool.emplace_back([&, t] {
+        cuCtxSetCurrent(ctx);
+        CUdeviceptr p = 0;
+        void* params[] = {&p};
+        for (long i = 0; i < per_thread / 10; ++i) cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr);
+        ready.fetch_add(1);
+        while (ready.load() < s.threads) std::this_thread::yield();
+        double c0 = thread_cpu_ns();
+        for (long i = 0; i < per_thread; ++i) cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr);
+        cpu[size_t(t)] = thread_cpu_ns() - c0;
+      });
+    }
+    for (auto& th : pool) th.join();
+    double sum = 0;
+    for (double c : cpu) sum += c;
+    threaded.push_back(sum / double(per_thread * s.threads));
+  }
+
   using Counter = uint64_t (*)();
   auto launches = reinterpret_cast<Counter>(dlsym(RTLD_DEFAULT, "hone_noop_launches"));
   auto records = reinterpret_cast<Counter>(dlsym(RTLD_DEFAULT, "hone_noop_event_records"));
@@ -126,13 +170,14 @@ int child(const Settings& s) {
               records ? static_cast<unsigned long long>(records()) : 0ull);
   for (double v : linked) std::printf("linked %.4f\n", v);
   for (double v : proc) std::printf("procaddr %.4f\n", v);
+  for (double v : threaded) std::printf("threaded %.4f\n", v);
   return 0;
 }
 
 // --- parent: the comparison ----------------------------------------------------------------------
 
 struct ChildResult {
-  std::vector<double> linked, procaddr;
+  std::vector<double> linked, procaddr, threaded;
   std::string linked_via, procaddr_via;
   unsigned long long launches = 0, event_records = 0;
   bool ok = false;
@@ -141,7 +186,8 @@ struct ChildResult {
 ChildResult run_child(const std::string& self, const Settings& s, const std::vector<std::string>& env,
                       const std::string& out_path) {
   ChildResult r;
-  std::vector<std::string> args{self, "--batches", std::to_string(s.batches), "--calls", std::to_string(s.calls)};
+  std::vector<std::string> args{self, "--batches", std::to_string(s.batches), "--calls", std::to_string(s.calls),
+                                "--threads", std::to_string(s.threads)};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -175,6 +221,8 @@ ChildResult run_child(const std::string& self, const Settings& s, const std::vec
       r.linked.push_back(v);
     } else if (std::sscanf(line, "procaddr %lf", &v) == 1) {
       r.procaddr.push_back(v);
+    } else if (std::sscanf(line, "threaded %lf", &v) == 1) {
+      r.threaded.push_back(v);
     } else {
       std::fprintf(stderr, "child: %s", line);
     }
@@ -227,6 +275,7 @@ int parent(const std::string& self, const Settings& s) {
       ChildResult& all = results[c.name];
       all.linked.insert(all.linked.end(), r.linked.begin(), r.linked.end());
       all.procaddr.insert(all.procaddr.end(), r.procaddr.begin(), r.procaddr.end());
+      all.threaded.insert(all.threaded.end(), r.threaded.begin(), r.threaded.end());
       all.linked_via = r.linked_via;
       all.procaddr_via = r.procaddr_via;
       all.launches += r.launches;
@@ -268,9 +317,34 @@ int parent(const std::string& self, const Settings& s) {
                 reported);
   }
   bool hooked = base_name(results[configs[1].name].linked_via).find("libhone") != std::string::npos;
-  std::printf("\ntarget <= 20 ns added on the fast path: %s (%.2f ns)%s\n",
-              hooked && worst_fast <= 20.0 ? "met" : "not met", worst_fast,
+  const ChildResult& fast = results[configs[1].name];
+  const double ratio = median(fast.linked) / base_linked;
+  const double base_threaded = median(results["unhooked"].threaded);
+  const double added_one = median(fast.linked) - base_linked;
+  const double added_many = median(fast.threaded) - base_threaded;
+  std::printf("\n%d threads launching the same kernel at once, CPU ns per launch (median of %zu batches):\n",
+              s.threads, results["unhooked"].threaded.size());
+  for (const auto& c : configs) {
+    std::printf("%-32s %12.2f\n", c.name, median(results[c.name].threaded));
+  }
+  std::printf("added by the shim, fast path: %.2f ns with %d threads, %.2f ns with one (%.2fx)\n",
+              added_many, s.threads, added_one, added_one > 0 ? added_many / added_one : 0.0);
+  std::printf(
+      "\nWhere the fast path's nanoseconds go (shim/hooks_launch.cpp, fast()): a second call level "
+      "(the hook, then the driver through a pointer, its 11 arguments passed on again: 5 of them "
+      "on the stack), the table slot of the handle (one multiply, one load, in a 1.5 MiB table), "
+      "the kernel's record (a variant? a capture due?), the shim's state and stream-capture "
+      "words, this thread's counters (initial-exec TLS) and the comparison with the next timed "
+      "launch, and after the driver returns, the count (a load and a store, no locked "
+      "instruction). The unhooked call is a call through the PLT into a function that returns.\n");
+  std::printf("\ntarget: hooked fast path <= 2x the unhooked call: %s (%.2fx: %.2f ns against %.2f ns)%s\n",
+              hooked && ratio <= 2.0 ? "met" : "not met", ratio, median(fast.linked), base_linked,
               hooked ? "" : " [the hooked children did not reach libhone.so's cuLaunchKernel]");
+  std::printf("target: added cost with %d threads <= 2x the single-threaded: %s (%.2fx)\n", s.threads,
+              added_one > 0 && added_many <= 2 * added_one ? "met" : "not met",
+              added_one > 0 ? added_many / added_one : 0.0);
+  std::printf("(earlier target <= 20 ns added on the fast path: %s, %.2f ns)\n",
+              worst_fast <= 20.0 ? "met" : "not met", worst_fast);
   return 0;
 }
 
@@ -282,7 +356,7 @@ int main(int argc, char** argv) {
     auto value = [&](long max) {
       long v = i + 1 < argc ? std::strtol(argv[++i], nullptr, 10) : 0;
       if (v < 1 || v > max) {
-        std::fprintf(stderr, "usage: %s [--batches N] [--calls N] [--rounds N]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s [--batches N] [--calls N] [--rounds N] [--threads N]\n", argv[0]);
         std::exit(64);
       }
       return v;
@@ -290,8 +364,9 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--batches") == 0) s.batches = int(value(1000));
     else if (std::strcmp(argv[i], "--calls") == 0) s.calls = value(1000000000);
     else if (std::strcmp(argv[i], "--rounds") == 0) s.rounds = int(value(100));
+    else if (std::strcmp(argv[i], "--threads") == 0) s.threads = int(value(256));
     else {
-      std::fprintf(stderr, "usage: %s [--batches N] [--calls N] [--rounds N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--batches N] [--calls N] [--rounds N] [--threads N]\n", argv[0]);
       return 64;
     }
   }

@@ -1,14 +1,17 @@
 // Launch hooks: the fast path every kernel launch of the application takes.
 //
 // For a function already seen: one lock-free table lookup (which also yields the variant serving
-// the handle, if any), two relaxed loads (is a timed launch or a capture due?), the real call, then
-// one relaxed atomic add and three relaxed loads (stores only when the launch shape changed).
-// No allocation, lock, system call or getenv. A served variant adds its guard check: the block
+// the handle, if any), two relaxed loads (a capture due? a stream being captured?), a per-thread
+// countdown to the next timed launch, the real call, then the launch counted in this thread's own
+// counters (a load and a store to a line no other thread writes, shim/counts.hpp) and three
+// relaxed loads (stores only when the launch shape changed). No locked instruction, allocation,
+// lock, system call or getenv. A served variant adds its guard check: the block
 // shape and the bytes of the specialized scalars, and for a no_alias guard one driver query per
 // pointer field (the allocation it lies in). The slow paths (a function never seen, a launch
 // picked for timing or capture) are out of line.
 #include "shim/capture.hpp"
 #include "shim/config.hpp"
+#include "shim/counts.hpp"
 #include "shim/graph.hpp"
 #include "shim/guard_check.hpp"
 #include "shim/cuda_abi.hpp"
@@ -32,22 +35,25 @@ __attribute__((noinline)) const FunctionTable::Slot* unknown(CUfunction f) {
   return registry().functions.find_slot(f);
 }
 
-// Is this launch the one to time? Claims the sample so only one thread takes it; returns the
-// claimed launch number (0: not this one).
-inline uint64_t sample_due(KernelRecord* r) {
-  uint64_t due = r->next_sample.load(std::memory_order_relaxed);
-  if (__builtin_expect(!due, 1)) return 0;
-  uint64_t n = r->launches.load(std::memory_order_relaxed) + 1;
-  if (n < due) return 0;
-  return r->next_sample.compare_exchange_strong(due, n + config().sample_every,
-                                                std::memory_order_relaxed)
-             ? due
-             : 0;
+// Is this launch one to time? Each thread times launch HONE_SAMPLE_EVERY, 2 x HONE_SAMPLE_EVERY,
+// ... of each kernel it launches (its own counts, shim/counts.hpp: no other thread writes them).
+inline bool sample_due(KernelRecord* r) {
+  counts::Pair& p = counts::of(r->index);
+  const uint64_t every = config().sample_every;
+  if (!every) {
+    p.next_sample = UINT64_MAX;
+    return false;
+  }
+  const uint64_t n = p.launches.load(std::memory_order_relaxed) + 1; // this launch's number
+  if (!p.next_sample) p.next_sample = every;
+  if (n < p.next_sample) return false;
+  p.next_sample = n + every;
+  return true;
 }
 
 // Count a launch the driver accepted (a refused launch ran nothing), and its shape.
 inline void count(KernelRecord* r, const LaunchArgs& a) {
-  r->launches.fetch_add(1, std::memory_order_relaxed);
+  counts::bump(counts::of(r->index).launches);
   uint64_t grid = uint64_t(a.grid[0]) | uint64_t(a.grid[1]) << 32;
   uint64_t block = uint64_t(a.block[0]) | uint64_t(a.block[1]) << 16 | uint64_t(a.block[2]) << 32;
   if (r->grid.load(std::memory_order_relaxed) != grid) r->grid.store(grid, std::memory_order_relaxed);
@@ -57,15 +63,49 @@ inline void count(KernelRecord* r, const LaunchArgs& a) {
   if (r->block.load(std::memory_order_relaxed) != block) r->block.store(block, std::memory_order_relaxed);
 }
 
-template <class Call> CUresult run(KernelRecord* r, CUfunction f, const LaunchArgs& a, Call&& call) {
-  uint64_t due = sample_due(r);
-  if (__builtin_expect(due == 0, 1)) return call(f);
+// The fast path: a launch of a function already seen (and launched on this thread before), that no
+// variant serves, no capture or timed launch is due for, outside stream capture. Returns this
+// thread's counters of the kernel, for the hook to count the launch in when the driver accepts
+// it; nullptr: the full path (which also initializes the shim on its first call, and traces calls
+// under HONE_TRACE). The launch's shape is recorded by the full path only: the kernel's first
+// launch on each thread and its timed launches (one in HONE_SAMPLE_EVERY); reading the shape here
+// would cost every launch more than the rare change of shape is worth.
+__attribute__((always_inline)) inline counts::Pair* fast(CUfunction f) {
+  if (__builtin_expect(detail::g_trace, 0)) return nullptr;
+  if (__builtin_expect(g_state.load(std::memory_order_relaxed) != k_enabled, 0)) return nullptr;
+  const FunctionTable::Slot* slot = g_function_table.find_first(f);
+  if (__builtin_expect(!slot, 0)) return nullptr;
+  KernelRecord* r = slot->record.load(std::memory_order_acquire);
+  if (__builtin_expect(!r || slot->swap.load(std::memory_order_relaxed) != nullptr, 0))
+    return nullptr;
+  if (__builtin_expect((g_stream_captures.load(std::memory_order_relaxed) |
+                        r->capture_pending.load(std::memory_order_relaxed)) != 0, 0))
+    return nullptr;
+  counts::ThreadState& t = counts::t_thread;
+  if (__builtin_expect(r->index >= t.capacity, 0)) return nullptr;
+  counts::Pair* p = &t.pairs[r->index];
+  // the kernel's first launch on this thread, or a timed one: the full path
+  if (__builtin_expect(p->launches.load(std::memory_order_relaxed) + 1 >= p->next_sample, 0))
+    return nullptr;
+  return p;
+}
+
+template <class Call>
+__attribute__((noinline)) CUresult timed(KernelRecord* r, CUfunction f, const LaunchArgs& a,
+                                         Call&& call) {
   SampleSlot slot;
   if (!sample_begin(a.stream, a.per_thread, &slot)) return call(f);
   CUresult res = call(f);
   sample_end(slot, a.stream, a.per_thread, r, res == CUDA_SUCCESS);
-  if (res != CUDA_SUCCESS) r->next_sample.store(due, std::memory_order_relaxed); // turn back
+  if (res != CUDA_SUCCESS) { // nothing ran: time the next launch instead
+    counts::of(r->index).next_sample = counts::of(r->index).launches.load(std::memory_order_relaxed) + 1;
+  }
   return res;
+}
+
+template <class Call> inline CUresult run(KernelRecord* r, CUfunction f, const LaunchArgs& a, Call&& call) {
+  if (__builtin_expect(!sample_due(r), 1)) return call(f);
+  return timed(r, f, a, call);
 }
 
 // The variant, when the guard passes; the original otherwise or when the variant's launch fails.
@@ -75,7 +115,7 @@ __attribute__((noinline)) CUresult swapped(KernelRecord* r, const Swap* s, CUfun
   if (guard_passes(*s, a)) {
     CUresult res = run(r, static_cast<CUfunction>(s->function), a, call);
     if (res == CUDA_SUCCESS) {
-      r->variant_launches.fetch_add(1, std::memory_order_relaxed);
+      counts::bump(counts::of(r->index).variant_launches);
       return res;
     }
     r->fallbacks.fetch_add(1, std::memory_order_relaxed);
@@ -114,7 +154,7 @@ __attribute__((noinline)) CUresult recorded(const Swap* s, CUfunction f, const L
 
 template <class Call> inline CUresult launch(CUfunction f, const LaunchArgs& a, Call&& call) {
   if (!enabled()) return call(f);
-  const FunctionTable::Slot* slot = registry().functions.find_slot(f);
+  const FunctionTable::Slot* slot = g_function_table.find_slot(f);
   if (__builtin_expect(!slot, 0)) slot = unknown(f);
   KernelRecord* r = slot ? slot->record.load(std::memory_order_acquire) : nullptr;
   if (__builtin_expect(!r, 0)) return call(f);
@@ -135,37 +175,39 @@ template <class Call> inline CUresult launch(CUfunction f, const LaunchArgs& a, 
   return res;
 }
 
-} // namespace
 
-extern "C" {
-
-__attribute__((visibility("default"))) CUresult CUDAAPI
-cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-               unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
+// The full path of each hook, out of line, so that the hooks themselves stay small: what fast()
+// does not let through goes here, which traces the call, resolves the driver's entry point, and
+// takes the launch path of launch().
+__attribute__((noinline)) CUresult full_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                               unsigned bx, unsigned by, unsigned bz,
+                                               unsigned shmem, CUstream s, void** params,
+                                               void** extra) {
   HONE_TRACE_HOOK(cuLaunchKernel);
   auto real = real_as<decltype(&cuLaunchKernel)>(Fn::cuLaunchKernel);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, false, params, extra};
-  return launch(f, a, [&](CUfunction fn) {
+  return launch(f, a, [=](CUfunction fn) {
     return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
   });
 }
 
-__attribute__((visibility("default"))) CUresult CUDAAPI
-cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                    unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
+__attribute__((noinline)) CUresult full_launch_ptsz(CUfunction f, unsigned gx, unsigned gy,
+                                                    unsigned gz, unsigned bx, unsigned by,
+                                                    unsigned bz, unsigned shmem, CUstream s,
+                                                    void** params, void** extra) {
   HONE_TRACE_HOOK(cuLaunchKernel_ptsz);
   auto real = real_as<decltype(&cuLaunchKernel_ptsz)>(Fn::cuLaunchKernel_ptsz);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, true, params, extra};
-  return launch(f, a, [&](CUfunction fn) {
+  return launch(f, a, [=](CUfunction fn) {
     return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
   });
 }
 
 // The launch attributes travel untouched to the driver: the shim only reads the shape.
-__attribute__((visibility("default"))) CUresult CUDAAPI
-cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+__attribute__((noinline)) CUresult full_launch_ex(const CUlaunchConfig* config, CUfunction f,
+                                                  void** params, void** extra) {
   HONE_TRACE_HOOK(cuLaunchKernelEx);
   auto real = real_as<decltype(&cuLaunchKernelEx)>(Fn::cuLaunchKernelEx);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
@@ -173,11 +215,11 @@ cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void
   LaunchArgs a{{config->gridDimX, config->gridDimY, config->gridDimZ},
                {config->blockDimX, config->blockDimY, config->blockDimZ},
                config->sharedMemBytes, config->hStream, false, params, extra};
-  return launch(f, a, [&](CUfunction fn) { return real(config, fn, params, extra); });
+  return launch(f, a, [=](CUfunction fn) { return real(config, fn, params, extra); });
 }
 
-__attribute__((visibility("default"))) CUresult CUDAAPI
-cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+__attribute__((noinline)) CUresult full_launch_ex_ptsz(const CUlaunchConfig* config, CUfunction f,
+                                                       void** params, void** extra) {
   HONE_TRACE_HOOK(cuLaunchKernelEx_ptsz);
   auto real = real_as<decltype(&cuLaunchKernelEx_ptsz)>(Fn::cuLaunchKernelEx_ptsz);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
@@ -185,33 +227,115 @@ cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
   LaunchArgs a{{config->gridDimX, config->gridDimY, config->gridDimZ},
                {config->blockDimX, config->blockDimY, config->blockDimZ},
                config->sharedMemBytes, config->hStream, true, params, extra};
-  return launch(f, a, [&](CUfunction fn) { return real(config, fn, params, extra); });
+  return launch(f, a, [=](CUfunction fn) { return real(config, fn, params, extra); });
+}
+
+__attribute__((noinline)) CUresult full_cooperative(CUfunction f, unsigned gx, unsigned gy,
+                                                    unsigned gz, unsigned bx, unsigned by,
+                                                    unsigned bz, unsigned shmem, CUstream s,
+                                                    void** params) {
+  HONE_TRACE_HOOK(cuLaunchCooperativeKernel);
+  auto real = real_as<decltype(&cuLaunchCooperativeKernel)>(Fn::cuLaunchCooperativeKernel);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, false, params, nullptr};
+  return launch(f, a, [=](CUfunction fn) {
+    return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params);
+  });
+}
+
+__attribute__((noinline)) CUresult full_cooperative_ptsz(CUfunction f, unsigned gx, unsigned gy,
+                                                         unsigned gz, unsigned bx, unsigned by,
+                                                         unsigned bz, unsigned shmem, CUstream s,
+                                                         void** params) {
+  HONE_TRACE_HOOK(cuLaunchCooperativeKernel_ptsz);
+  auto real =
+      real_as<decltype(&cuLaunchCooperativeKernel_ptsz)>(Fn::cuLaunchCooperativeKernel_ptsz);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, true, params, nullptr};
+  return launch(f, a, [=](CUfunction fn) {
+    return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params);
+  });
+}
+
+
+// The driver's entry point when it is resolved already (else the full path resolves it).
+template <class T> inline T resolved(Fn f) {
+  return reinterpret_cast<T>(detail::g_real[unsigned(f)].load(std::memory_order_acquire));
+}
+
+} // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) CUresult CUDAAPI
+cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+               unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
+  auto real = resolved<decltype(&cuLaunchKernel)>(Fn::cuLaunchKernel);
+  if (counts::Pair* p = real ? fast(f) : nullptr; __builtin_expect(p != nullptr, 1)) {
+    const CUresult res = real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+    if (__builtin_expect(res == CUDA_SUCCESS, 1)) counts::bump(p->launches);
+    return res;
+  }
+  return full_launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+}
+
+__attribute__((visibility("default"))) CUresult CUDAAPI
+cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                    unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
+  auto real = resolved<decltype(&cuLaunchKernel_ptsz)>(Fn::cuLaunchKernel_ptsz);
+  if (counts::Pair* p = real ? fast(f) : nullptr; __builtin_expect(p != nullptr, 1)) {
+    const CUresult res = real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+    if (__builtin_expect(res == CUDA_SUCCESS, 1)) counts::bump(p->launches);
+    return res;
+  }
+  return full_launch_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+}
+
+__attribute__((visibility("default"))) CUresult CUDAAPI
+cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  auto real = resolved<decltype(&cuLaunchKernelEx)>(Fn::cuLaunchKernelEx);
+  if (counts::Pair* p = real && config ? fast(f) : nullptr; __builtin_expect(p != nullptr, 1)) {
+    const CUresult res = real(config, f, params, extra);
+    if (__builtin_expect(res == CUDA_SUCCESS, 1)) counts::bump(p->launches);
+    return res;
+  }
+  return full_launch_ex(config, f, params, extra);
+}
+
+__attribute__((visibility("default"))) CUresult CUDAAPI
+cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  auto real = resolved<decltype(&cuLaunchKernelEx_ptsz)>(Fn::cuLaunchKernelEx_ptsz);
+  if (counts::Pair* p = real && config ? fast(f) : nullptr; __builtin_expect(p != nullptr, 1)) {
+    const CUresult res = real(config, f, params, extra);
+    if (__builtin_expect(res == CUDA_SUCCESS, 1)) counts::bump(p->launches);
+    return res;
+  }
+  return full_launch_ex_ptsz(config, f, params, extra);
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                           unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params) {
-  HONE_TRACE_HOOK(cuLaunchCooperativeKernel);
-  auto real = real_as<decltype(&cuLaunchCooperativeKernel)>(Fn::cuLaunchCooperativeKernel);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, false, params, nullptr};
-  return launch(f, a, [&](CUfunction fn) {
-    return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params);
-  });
+  auto real = resolved<decltype(&cuLaunchCooperativeKernel)>(Fn::cuLaunchCooperativeKernel);
+  if (counts::Pair* p = real ? fast(f) : nullptr; __builtin_expect(p != nullptr, 1)) {
+    const CUresult res = real(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+    if (__builtin_expect(res == CUDA_SUCCESS, 1)) counts::bump(p->launches);
+    return res;
+  }
+  return full_cooperative(f, gx, gy, gz, bx, by, bz, shmem, s, params);
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                unsigned by, unsigned bz, unsigned shmem, CUstream s,
                                void** params) {
-  HONE_TRACE_HOOK(cuLaunchCooperativeKernel_ptsz);
-  auto real =
-      real_as<decltype(&cuLaunchCooperativeKernel_ptsz)>(Fn::cuLaunchCooperativeKernel_ptsz);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, true, params, nullptr};
-  return launch(f, a, [&](CUfunction fn) {
-    return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params);
-  });
+  auto real = resolved<decltype(&cuLaunchCooperativeKernel_ptsz)>(Fn::cuLaunchCooperativeKernel_ptsz);
+  if (counts::Pair* p = real ? fast(f) : nullptr; __builtin_expect(p != nullptr, 1)) {
+    const CUresult res = real(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+    if (__builtin_expect(res == CUDA_SUCCESS, 1)) counts::bump(p->launches);
+    return res;
+  }
+  return full_cooperative_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params);
 }
 
 } // extern "C"

@@ -1,4 +1,5 @@
 #include "shim/registry.hpp"
+#include "shim/counts.hpp"
 
 #include "shim/graph.hpp"
 
@@ -127,13 +128,13 @@ KernelRecord* record_for(Registry::State& s, const KernelKey& key, const ImageIn
   added.store(true, std::memory_order_release);
   auto* r = new KernelRecord();
   r->id = s.next_id++;
+  r->index = uint32_t(s.all.size());
   r->key = key;
   if (image) {
     r->format = image->format;
     r->image_size = image->size;
     r->source_known = image->source_known;
   }
-  r->next_sample.store(config().sample_every, std::memory_order_relaxed);
   s.by_key.emplace(key, r);
   s.all.push_back(r);
   return r;
@@ -257,16 +258,35 @@ void Registry::reset_after_fork() {
     r->fallbacks.store(0, std::memory_order_relaxed);
     r->capture_pending.store(0, std::memory_order_relaxed);
     r->reported_variant_launches = 0;
-    r->next_sample.store(config().sample_every, std::memory_order_relaxed);
+    r->guard_misses.store(0, std::memory_order_relaxed);
+    r->reported_guard_misses = 0;
     r->announced = false;
     r->reported_launches = 0;
     r->reported_sampled = 0;
   }
+  counts::reset_after_fork();
 }
 
-Registry& registry() {
+FunctionTable g_function_table;
+
+namespace detail {
+
+std::atomic<Registry*> g_registry{nullptr};
+
+Registry& make_registry() {
   static Registry* r = new Registry(); // never destroyed: hooks may run during exit
+  g_registry.store(r, std::memory_order_release);
   return *r;
+}
+
+} // namespace detail
+
+uint64_t launches_total(const KernelRecord& r) {
+  return r.launches.load(std::memory_order_relaxed) + counts::launches(r.index);
+}
+
+uint64_t variant_launches_total(const KernelRecord& r) {
+  return r.variant_launches.load(std::memory_order_relaxed) + counts::variant_launches(r.index);
 }
 
 } // namespace hone::shim

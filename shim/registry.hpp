@@ -43,8 +43,10 @@ struct KernelRecord {
   uint64_t image_size = 0;
   bool source_known = false;
 
+  uint32_t index = 0; // dense, from 0: its counters in each thread's block (shim/counts.hpp)
+  // Launches and variant launches are counted per thread (counts::of(index)); these hold only
+  // what graph replays add (shim/graph.cpp). Totals: launches_total(), variant_launches_total().
   std::atomic<uint64_t> launches{0};
-  std::atomic<uint64_t> next_sample{0}; // launch number of the next timed launch
   std::atomic<uint64_t> sampled{0};
   std::atomic<uint64_t> sampled_ns{0};
   std::atomic<uint64_t> grid{0}; // last launch: x | y << 32 (z in grid_z)
@@ -117,6 +119,13 @@ public:
     }
     return nullptr;
   }
+  // The slot of `handle` when it is where the hash puts it first (almost always: the table is
+  // large), else nullptr: the launch path's first try, find_slot() its second.
+  const Slot* find_first(const void* handle) const {
+    uintptr_t key = reinterpret_cast<uintptr_t>(handle);
+    const Slot& s = m_slots[hash(key)];
+    return key && s.key.load(std::memory_order_acquire) == key ? &s : nullptr;
+  }
   KernelRecord* find(const void* handle) const {
     const Slot* s = find_slot(handle);
     return s ? s->record.load(std::memory_order_acquire) : nullptr;
@@ -145,9 +154,13 @@ struct ImageInfo {
   bool source_known = false;
 };
 
+// The process's function table: a static object, so that the launch path finds it at a constant
+// address (no load of the registry's pointer first).
+extern FunctionTable g_function_table;
+
 class Registry {
 public:
-  FunctionTable functions;
+  FunctionTable& functions = g_function_table;
 
   // A module (or library) was loaded from `data` (size recovered from the image itself when 0).
   void module_loaded(const void* module, const void* data, size_t size);
@@ -198,6 +211,19 @@ private:
   State& state();
 };
 
-Registry& registry();
+namespace detail {
+extern std::atomic<Registry*> g_registry;
+Registry& make_registry();
+} // namespace detail
+
+// The process's registry (made on first use, never destroyed: hooks may run during exit).
+inline Registry& registry() {
+  Registry* r = detail::g_registry.load(std::memory_order_acquire);
+  return __builtin_expect(r != nullptr, 1) ? *r : detail::make_registry();
+}
+
+// A kernel's launches and variant launches so far, over every thread (the reporter).
+uint64_t launches_total(const KernelRecord& r);
+uint64_t variant_launches_total(const KernelRecord& r);
 
 } // namespace hone::shim

@@ -720,9 +720,9 @@ void Reporter::Impl::report() {
       rec->reported_guard_misses = misses;
       st.guard_misses.emplace_back(rec->id, misses);
     }
-    uint64_t launches = rec->launches.load(std::memory_order_relaxed);
+    uint64_t launches = launches_total(*rec);
     uint64_t sampled = rec->sampled.load(std::memory_order_relaxed);
-    uint64_t served = rec->variant_launches.load(std::memory_order_relaxed);
+    uint64_t served = variant_launches_total(*rec);
     if (launches == rec->reported_launches && sampled == rec->reported_sampled &&
         served == rec->reported_variant_launches) {
       continue;
@@ -733,7 +733,7 @@ void Reporter::Impl::report() {
     k.launches = launches;
     k.sampled = std::min(sampled, launches);
     k.sampled_ns = rec->sampled_ns.load(std::memory_order_relaxed);
-    k.variant_launches = std::min(rec->variant_launches.load(std::memory_order_relaxed), launches);
+    k.variant_launches = std::min(served, launches);
     k.fallbacks = rec->fallbacks.load(std::memory_order_relaxed);
     uint64_t g = rec->grid.load(std::memory_order_relaxed);
     uint64_t b = rec->block.load(std::memory_order_relaxed);
