@@ -1,6 +1,7 @@
 #include "test_server.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,10 @@
 namespace hone::test {
 
 namespace {
+
+// The abstract socket name TestServer::sync() binds its probes to.
+constexpr const char* k_probe_prefix = "hone-test-probe-";
+
 
 constexpr size_t k_max_fds_per_message = 8;
 
@@ -217,6 +222,18 @@ bool TestServer::sync(std::chrono::milliseconds timeout) {
   uint64_t before = snapshot().probes;
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
+  // A probe says so by its own (abstract) address: an in-process client is not one.
+  static std::atomic<uint64_t> probe_count{0};
+  sockaddr_un self{};
+  self.sun_family = AF_UNIX;
+  const std::string name = std::string(k_probe_prefix) + std::to_string(::getpid()) + "-" +
+                           std::to_string(probe_count.fetch_add(1));
+  std::memcpy(self.sun_path + 1, name.data(), name.size());
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&self),
+             socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size())) != 0) {
+    ::close(fd);
+    return false;
+  }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, m_socket_path.c_str(), m_socket_path.size() + 1);
@@ -340,7 +357,14 @@ void TestServer::accept_all() {
     ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
     auto peer = std::make_unique<Peer>();
     peer->fd = fd;
-    bool probe = cred.pid == ::getpid();
+    sockaddr_un peer_addr{};
+    socklen_t peer_len = sizeof peer_addr;
+    const size_t prefix = std::strlen(k_probe_prefix);
+    bool probe = cred.pid == ::getpid() &&
+                 ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer_addr), &peer_len) == 0 &&
+                 peer_len > offsetof(sockaddr_un, sun_path) + prefix &&
+                 peer_addr.sun_path[0] == '\0' &&
+                 std::memcmp(peer_addr.sun_path + 1, k_probe_prefix, prefix) == 0;
     {
       std::lock_guard lock(m_mutex);
       if (probe) {
