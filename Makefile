@@ -14,9 +14,10 @@ DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev pkg-config \
                 nlohmann-json3-dev libcli11-dev libxxhash-dev libzstd-dev \
                 librocksdb-dev libboost-dev libspdlog-dev libfmt-dev libsystemd-dev \
                 libtomlplusplus-dev libcurl4-openssl-dev llvm-14-dev systemd procps \
-                libhiredis-dev libsodium-dev redis-server nginx-light
+                libhiredis-dev libsodium-dev redis-server nginx-light \
+                debhelper dpkg-dev help2man lintian systemd-container
 
-.PHONY: all deps configure build test unit fuzz-smoke demo bench clean
+.PHONY: all deps configure build test unit fuzz-smoke demo bench clean deb
 
 all: build
 
@@ -75,6 +76,26 @@ bench: build
 	$(BUILD)/bin/hone-bench-loop
 	$(BUILD)/bin/hone-bench-fleet
 	$(BUILD)/bin/hone-bench-strategies
+
+# The Debian package: $(DEB_OUT)/hone_<version>_amd64.deb (debian/, docs/install.md). DEB_BUILD is
+# the CMake build directory debian/rules builds in: a new one is configured the Debian way
+# (dpkg-buildflags, hardening) and builds only what the package ships; one already configured,
+# e.g. DEB_BUILD=$(BUILD) after `make build`, is reused with only its install paths set.
+DEB_BUILD ?= build-deb
+DEB_OUT   ?= $(DEB_BUILD)/deb
+HONE_VERSION = $(shell sed -n 's/^project.hone VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+deb: deps
+	@c=$$(dpkg-parsechangelog -S Version); if [ "$(HONE_VERSION)" != "$$c" ]; then \
+	  echo "deb: CMakeLists.txt says version $(HONE_VERSION), debian/changelog $$c: add a changelog entry (dch -v $(HONE_VERSION))"; \
+	  exit 1; \
+	fi
+	@mkdir -p $(DEB_OUT)
+	DEB_BUILD=$(DEB_BUILD) DEB_OUT=$(abspath $(DEB_OUT)) CUDA_HOME=$(CUDA_HOME) \
+	  dpkg-buildpackage --build=binary --no-sign -j$(JOBS) \
+	  --buildinfo-option=-u$(abspath $(DEB_OUT)) --changes-option=-u$(abspath $(DEB_OUT)) \
+	  --buildinfo-file=$(abspath $(DEB_OUT))/hone_$(HONE_VERSION)_amd64.buildinfo \
+	  --changes-file=$(abspath $(DEB_OUT))/hone_$(HONE_VERSION)_amd64.changes
+	@ls -1 $(abspath $(DEB_OUT))/*.deb
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD)
