@@ -98,12 +98,14 @@ __attribute__((noinline)) CUresult timed(KernelRecord* r, CUfunction f, const La
   CUresult res = call(f);
   sample_end(slot, a.stream, a.per_thread, r, res == CUDA_SUCCESS);
   if (res != CUDA_SUCCESS) { // nothing ran: time the next launch instead
-    counts::of(r->index).next_sample = counts::of(r->index).launches.load(std::memory_order_relaxed) + 1;
+    counts::Pair& p = counts::of(r->index);
+    p.next_sample = p.launches.load(std::memory_order_relaxed) + 1;
   }
   return res;
 }
 
-template <class Call> inline CUresult run(KernelRecord* r, CUfunction f, const LaunchArgs& a, Call&& call) {
+template <class Call>
+inline CUresult run(KernelRecord* r, CUfunction f, const LaunchArgs& a, Call&& call) {
   if (__builtin_expect(!sample_due(r), 1)) return call(f);
   return timed(r, f, a, call);
 }
@@ -263,6 +265,20 @@ template <class T> inline T resolved(Fn f) {
   return reinterpret_cast<T>(detail::g_real[unsigned(f)].load(std::memory_order_acquire));
 }
 
+// A hook: the driver's `real` with the hook's arguments when fast() lets the launch of `f` through
+// (`usable`: the arguments can be read; counted once the driver accepts it), else `full`.
+template <Fn fn, class Full, class... Args>
+__attribute__((always_inline)) inline CUresult hook(Full full, CUfunction f, bool usable,
+                                                    Args... args) {
+  const Full real = resolved<Full>(fn); // the hook's own signature, as the full path's
+  if (counts::Pair* p = real && usable ? fast(f) : nullptr; __builtin_expect(p != nullptr, 1)) {
+    const CUresult res = real(args...);
+    if (__builtin_expect(res == CUDA_SUCCESS, 1)) counts::bump(p->launches);
+    return res;
+  }
+  return full(args...);
+}
+
 } // namespace
 
 extern "C" {
@@ -270,72 +286,42 @@ extern "C" {
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
-  auto real = resolved<decltype(&cuLaunchKernel)>(Fn::cuLaunchKernel);
-  if (counts::Pair* p = real ? fast(f) : nullptr; __builtin_expect(p != nullptr, 1)) {
-    const CUresult res = real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
-    if (__builtin_expect(res == CUDA_SUCCESS, 1)) counts::bump(p->launches);
-    return res;
-  }
-  return full_launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  return hook<Fn::cuLaunchKernel>(&full_launch, f, true,
+              f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                     unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
-  auto real = resolved<decltype(&cuLaunchKernel_ptsz)>(Fn::cuLaunchKernel_ptsz);
-  if (counts::Pair* p = real ? fast(f) : nullptr; __builtin_expect(p != nullptr, 1)) {
-    const CUresult res = real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
-    if (__builtin_expect(res == CUDA_SUCCESS, 1)) counts::bump(p->launches);
-    return res;
-  }
-  return full_launch_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  return hook<Fn::cuLaunchKernel_ptsz>(&full_launch_ptsz, f, true,
+              f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
-  auto real = resolved<decltype(&cuLaunchKernelEx)>(Fn::cuLaunchKernelEx);
-  if (counts::Pair* p = real && config ? fast(f) : nullptr; __builtin_expect(p != nullptr, 1)) {
-    const CUresult res = real(config, f, params, extra);
-    if (__builtin_expect(res == CUDA_SUCCESS, 1)) counts::bump(p->launches);
-    return res;
-  }
-  return full_launch_ex(config, f, params, extra);
+  return hook<Fn::cuLaunchKernelEx>(&full_launch_ex, f, config != nullptr,
+              config, f, params, extra);
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
-  auto real = resolved<decltype(&cuLaunchKernelEx_ptsz)>(Fn::cuLaunchKernelEx_ptsz);
-  if (counts::Pair* p = real && config ? fast(f) : nullptr; __builtin_expect(p != nullptr, 1)) {
-    const CUresult res = real(config, f, params, extra);
-    if (__builtin_expect(res == CUDA_SUCCESS, 1)) counts::bump(p->launches);
-    return res;
-  }
-  return full_launch_ex_ptsz(config, f, params, extra);
+  return hook<Fn::cuLaunchKernelEx_ptsz>(&full_launch_ex_ptsz, f, config != nullptr,
+              config, f, params, extra);
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                           unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params) {
-  auto real = resolved<decltype(&cuLaunchCooperativeKernel)>(Fn::cuLaunchCooperativeKernel);
-  if (counts::Pair* p = real ? fast(f) : nullptr; __builtin_expect(p != nullptr, 1)) {
-    const CUresult res = real(f, gx, gy, gz, bx, by, bz, shmem, s, params);
-    if (__builtin_expect(res == CUDA_SUCCESS, 1)) counts::bump(p->launches);
-    return res;
-  }
-  return full_cooperative(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+  return hook<Fn::cuLaunchCooperativeKernel>(&full_cooperative, f, true,
+              f, gx, gy, gz, bx, by, bz, shmem, s, params);
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                unsigned by, unsigned bz, unsigned shmem, CUstream s,
                                void** params) {
-  auto real = resolved<decltype(&cuLaunchCooperativeKernel_ptsz)>(Fn::cuLaunchCooperativeKernel_ptsz);
-  if (counts::Pair* p = real ? fast(f) : nullptr; __builtin_expect(p != nullptr, 1)) {
-    const CUresult res = real(f, gx, gy, gz, bx, by, bz, shmem, s, params);
-    if (__builtin_expect(res == CUDA_SUCCESS, 1)) counts::bump(p->launches);
-    return res;
-  }
-  return full_cooperative_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+  return hook<Fn::cuLaunchCooperativeKernel_ptsz>(&full_cooperative_ptsz, f, true,
+              f, gx, gy, gz, bx, by, bz, shmem, s, params);
 }
 
 } // extern "C"

@@ -141,6 +141,8 @@ private:
   void emit_access(const Insn& in, llvm::Value* host_addr, llvm::Value* exec, llvm::Value* mask);
   std::vector<std::pair<llvm::Value*, llvm::BasicBlock*>>
   emit_consecutive(uint32_t pc, const Insn& in, llvm::Value* exec, llvm::Value* addr, llvm::Value* t);
+  llvm::Value* in_cached_allocation(uint32_t pc, llvm::Value* lo, llvm::Value* hi, uint64_t total,
+                                    bool writes);
   llvm::Value* all_consecutive(llvm::Value* v, llvm::Value* base0, uint64_t step);
   void emit_wide(const Insn& in, llvm::Value* base0, llvm::Value* mask);
   void emit_lanes(const Insn& in, llvm::Value* host, llvm::Value* mask);

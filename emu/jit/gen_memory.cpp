@@ -264,6 +264,28 @@ llvm::Value* Gen::first_of_runs(llvm::Value* v, llvm::Value* exec) {
   return B.CreateAnd(exec, B.CreateNot(dup));
 }
 
+// Whether accesses of `total` bytes starting from `lo` to `hi` (inclusive) lie in the allocation
+// the instruction at `pc` last touched (its MemoryCache entry), and that allocation is writable
+// when `writes`.
+llvm::Value* Gen::in_cached_allocation(uint32_t pc, llvm::Value* lo, llvm::Value* hi, uint64_t total,
+                                       bool writes) {
+  llvm::Value* entry =
+      B.CreateConstInBoundsGEP1_64(i8, memory_cache, uint64_t(pc) * sizeof(MemoryCache));
+  auto entry_field = [&](size_t offset) {
+    auto* l = B.CreateLoad(i64, B.CreateBitCast(B.CreateConstInBoundsGEP1_64(i8, entry, offset),
+                                                i64->getPointerTo()));
+    tag(l, m_tbaa_frame);
+    return l;
+  };
+  llvm::Value* base = entry_field(offsetof(MemoryCache, base));
+  llvm::Value* end = entry_field(offsetof(MemoryCache, end));
+  llvm::Value* ok = B.CreateAnd(B.CreateICmpUGE(lo, base), B.CreateICmpULT(hi, end));
+  ok = B.CreateAnd(ok, B.CreateICmpUGE(B.CreateSub(end, hi), B.getInt64(total)));
+  if (writes)
+    ok = B.CreateAnd(ok, B.CreateICmpNE(entry_field(offsetof(MemoryCache, writable)), B.getInt64(0)));
+  return ok;
+}
+
 // The common case of fast_memory(), made without vector reductions: every lane of the warp runs
 // and lane l accesses base + l * size (a coalesced access), aligned, and the whole range lies in
 // the block's shared memory or in the allocation the instruction last touched. Branches to those
@@ -351,22 +373,8 @@ Gen::emit_consecutive(uint32_t pc, const Insn& in, llvm::Value* exec, llvm::Valu
     B.SetInsertPoint(global_check_bb);
     restore(branch);
     auto* global_bb = llvm::BasicBlock::Create(C, "", F);
-    llvm::Value* entry =
-        B.CreateConstInBoundsGEP1_64(i8, memory_cache, uint64_t(pc) * sizeof(MemoryCache));
-    auto entry_field = [&](size_t offset) {
-      auto* l = B.CreateLoad(i64, B.CreateBitCast(B.CreateConstInBoundsGEP1_64(i8, entry, offset),
-                                                  i64->getPointerTo()));
-      tag(l, m_tbaa_frame);
-      return l;
-    };
-    llvm::Value* base = entry_field(offsetof(MemoryCache, base));
-    llvm::Value* end = entry_field(offsetof(MemoryCache, end));
-    llvm::Value* in_allocation = B.CreateAnd(B.CreateICmpUGE(a0, base), B.CreateICmpULT(last, end));
-    in_allocation = B.CreateAnd(in_allocation, B.CreateICmpUGE(B.CreateSub(end, last), B.getInt64(total)));
-    if (in.op != XOp::ld)
-      in_allocation = B.CreateAnd(
-          in_allocation, B.CreateICmpNE(entry_field(offsetof(MemoryCache, writable)), B.getInt64(0)));
-    B.CreateCondBr(in_allocation, global_bb, general_bb);
+    B.CreateCondBr(in_cached_allocation(pc, a0, last, total, in.op != XOp::ld), global_bb,
+                   general_bb);
     B.SetInsertPoint(global_bb);
     emit_wide(in, a0, mask);
     // the lanes' sectors: every one from the first lane's to the last one's (an aligned access of
@@ -502,23 +510,8 @@ llvm::Value* Gen::emit_memory(uint32_t pc, const Insn& in, llvm::Value* exec, ll
     // global: inside the cached allocation (addresses in a window lie above every allocation)
     B.SetInsertPoint(global_check_bb);
   restore(branch);
-    llvm::Value* entry =
-        B.CreateConstInBoundsGEP1_64(i8, memory_cache, uint64_t(pc) * sizeof(MemoryCache));
-    auto entry_field = [&](size_t offset) {
-      auto* l = B.CreateLoad(i64, B.CreateBitCast(B.CreateConstInBoundsGEP1_64(i8, entry, offset),
-                                                  i64->getPointerTo()));
-      tag(l, m_tbaa_frame);
-      return l;
-    };
-    llvm::Value* base = entry_field(offsetof(MemoryCache, base));
-    llvm::Value* end = entry_field(offsetof(MemoryCache, end));
-    llvm::Value* ok = B.CreateAnd(aligned, B.CreateICmpUGE(lo, base));
-    ok = B.CreateAnd(ok, B.CreateICmpULT(hi, end));
-    ok = B.CreateAnd(ok, B.CreateICmpUGE(B.CreateSub(end, hi), B.getInt64(total)));
-    if (writes)
-      ok = B.CreateAnd(ok,
-                       B.CreateICmpNE(entry_field(offsetof(MemoryCache, writable)), B.getInt64(0)));
-    B.CreateCondBr(ok, global_bb, slow_bb);
+    B.CreateCondBr(B.CreateAnd(aligned, in_cached_allocation(pc, lo, hi, total, writes)), global_bb,
+                   slow_bb);
 
     B.SetInsertPoint(global_bb);
     llvm::Value* scratch = load_field(offsetof(Frame, sectors), i8->getPointerTo());
