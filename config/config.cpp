@@ -262,8 +262,9 @@ constexpr Section k_sections[] = {
     {"server",
      "The unix socket that shims (libhone.so) and honectl connect to, and its limits.\n"
      "Who may connect: the socket file's mode and group decide who can open it; then honed\n"
-     "checks each peer's credentials against allowed_uids and allowed_gids (root and\n"
-     "honed's own user always pass)."},
+     "checks each peer's credentials: root, honed's own user, members of the socket's group\n"
+     "(primary or supplementary: hone under systemd, which `honectl attach-service` gives a\n"
+     "service), and allowed_uids and allowed_gids pass."},
     {"store", "Where honed keeps what it learns: kernels, verified variants and their evidence."},
     {"store.remote",
      "The remote tier: verified variants shared between hosts of a fleet through Redis (or\n"
@@ -337,7 +338,8 @@ const Key k_keys[] = {
     {.section = "server", .name = "allowed_gids", .kind = Kind::id_list,
      .field = HONE_FIELD(server.allowed_gids),
      .min = 0, .max = 4294967294,
-     .doc = "Processes whose primary group id is one of these may use honed too."},
+     .doc = "Processes with one of these as their primary or a supplementary group may use\n"
+            "honed too."},
     {.section = "server", .name = "max_connections", .kind = Kind::integer,
      .field = HONE_FIELD(server.max_connections),
      .min = 1, .max = 1000000,

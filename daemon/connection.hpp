@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 #include <string_view>
 
 namespace hone::daemon {
@@ -27,6 +28,7 @@ struct PeerCredentials {
   uint32_t pid = 0;
   uint32_t uid = 0;
   uint32_t gid = 0;
+  std::vector<uint32_t> groups; // supplementary groups, as at connect (SO_PEERGROUPS)
 };
 
 class Connection;

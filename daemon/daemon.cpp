@@ -90,6 +90,8 @@ Result<void> Daemon::start() {
                         std::strerror(errno));
     }
   }
+  struct stat made {};
+  m_socket_gid = ::stat(path.c_str(), &made) == 0 ? uint32_t(made.st_gid) : uint32_t(::getgid());
   spdlog::info("listening on {} (mode {:04o})", path, m_config.server.socket_mode);
   m_optimizer->start();
   accept();
@@ -184,11 +186,19 @@ void Daemon::accept() {
       });
 }
 
+// Root, honed's own user, allowed_uids; and a peer with the socket's group or one of
+// allowed_gids, as its primary or a supplementary group: the socket's group is whom the operator
+// let open the socket (hone under systemd; `honectl attach-service` adds it to a service).
 bool Daemon::allowed(const PeerCredentials& peer) const {
   if (peer.uid == 0 || peer.uid == ::getuid()) return true;
   const auto& s = m_config.server;
-  return std::find(s.allowed_uids.begin(), s.allowed_uids.end(), peer.uid) != s.allowed_uids.end() ||
-         std::find(s.allowed_gids.begin(), s.allowed_gids.end(), peer.gid) != s.allowed_gids.end();
+  if (std::find(s.allowed_uids.begin(), s.allowed_uids.end(), peer.uid) != s.allowed_uids.end())
+    return true;
+  auto granted = [&](uint32_t gid) {
+    return gid == m_socket_gid ||
+           std::find(s.allowed_gids.begin(), s.allowed_gids.end(), gid) != s.allowed_gids.end();
+  };
+  return granted(peer.gid) || std::any_of(peer.groups.begin(), peer.groups.end(), granted);
 }
 
 void Daemon::on_accept(asio::local::stream_protocol::socket socket) {
@@ -196,7 +206,16 @@ void Daemon::on_accept(asio::local::stream_protocol::socket socket) {
   socklen_t len = sizeof cred;
   PeerCredentials peer;
   if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-    peer = {uint32_t(cred.pid), uint32_t(cred.uid), uint32_t(cred.gid)};
+    peer = {uint32_t(cred.pid), uint32_t(cred.uid), uint32_t(cred.gid), {}};
+    // its supplementary groups when it connected (no race with a pid reused later)
+    std::vector<gid_t> groups(64);
+    socklen_t glen = socklen_t(groups.size() * sizeof(gid_t));
+    int r = ::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERGROUPS, groups.data(), &glen);
+    if (r != 0 && errno == ERANGE && glen <= 65536 * sizeof(gid_t)) {
+      groups.resize(glen / sizeof(gid_t));
+      r = ::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERGROUPS, groups.data(), &glen);
+    }
+    if (r == 0) peer.groups.assign(groups.begin(), groups.begin() + glen / sizeof(gid_t));
   } else {
     peer.uid = uint32_t(-1); // unknown: treated as not allowed
   }
@@ -217,11 +236,13 @@ void Daemon::on_accept(asio::local::stream_protocol::socket socket) {
   m_connections[id] = Client{c};
   if (!allowed(peer)) {
     ++m_counters.connections_refused_permission;
-    spdlog::warn("refused pid {} uid {}: not allowed (server.allowed_uids / allowed_gids)",
+    spdlog::warn("refused pid {} uid {}: not allowed (not in the socket's group; "
+                 "server.allowed_uids / allowed_gids)",
                  peer.pid, peer.uid);
     c->send_error(0, proto::k_err_permission,
                   "uid " + std::to_string(peer.uid) +
-                      " may not use honed (see server.allowed_uids and server.allowed_gids)");
+                      " may not use honed: add it to the socket's group, or see "
+                      "server.allowed_uids and server.allowed_gids");
     c->close_after_send("peer not allowed");
     return;
   }

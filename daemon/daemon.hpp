@@ -82,6 +82,7 @@ private:
   asio::io_context& m_io;
   config::Config m_config;
   config::Provenance m_provenance; // where m_config's values came from
+  uint32_t m_socket_gid = uint32_t(-1); // the socket file's group: its members may connect
   std::unique_ptr<store::Store> m_store;
   Registry m_registry;
   std::unique_ptr<Fleet> m_fleet;

@@ -134,7 +134,7 @@ bool WorkerPool::spawn() {
   ConnectionLimits limits;
   limits.handshake_timeout_ms = uint32_t(m_settings.start_timeout.count() * 1000);
   m_conn = std::make_shared<Connection>(std::move(sock), m_next_conn_id++,
-                                        PeerCredentials{uint32_t(pid), 0, 0}, *this, limits);
+                                        PeerCredentials{uint32_t(pid), 0, 0, {}}, *this, limits);
   m_conn->start();
   spdlog::info("worker {} started (driver {})", pid, m_settings.driver);
   return true;

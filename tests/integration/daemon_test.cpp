@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -580,7 +581,7 @@ TEST(Daemon, RefusesUidsNotAllowed) {
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(10);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(10);
     // honed refuses at once, maybe before the hello arrives (which then fails with EPIPE): what
     // counts is the error waiting to be read.
     auto c = Client::connect_raw(d->socket());
@@ -609,6 +610,26 @@ TEST(Daemon, RefusesUidsNotAllowed) {
   EXPECT_NE(refused.err.find("refused"), std::string::npos) << refused.err;
   EXPECT_NE(refused.err.find("allowed_uids"), std::string::npos) << refused.err;
   EXPECT_TRUE(d->wait_for_log("not allowed", 5s));
+
+  // A member of the socket's group (here honed's own, as a supplementary group) gets in.
+  struct stat st {};
+  ASSERT_EQ(::stat(d->socket().c_str(), &st), 0);
+  pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const gid_t member = st.st_gid;
+    if (::setgroups(1, &member) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(10);
+    auto c = Client::connect_raw(d->socket());
+    if (!c) ::_exit(13);
+    (void)c->send(hello_frame(proto::ClientKind::ctl));
+    auto f = c->receive(5s);
+    if (!f) ::_exit(12);
+    ::_exit(f->header.type == proto::MsgType::hello_ack ? 0 : 11);
+  }
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "10: setgroups failed, 11: refused, 12: no answer, 13: cannot connect";
 
   // With the default mode, the socket itself keeps nobody out.
   ASSERT_EQ(::chmod(d->socket().c_str(), 0660), 0);

@@ -356,17 +356,15 @@ step "install $old_version"
 in_root dpkg -i "$old_deb" >"$work/dpkg-install-old.log" 2>&1 || { cat "$work/dpkg-install-old.log"; fail "dpkg -i $old_version"; }
 start_honed
 
-step "a user in group hone; honed told to accept it (server.allowed_uids, a change to the conffile; reload)"
+step "a user in group hone (honed accepts the socket's group, nothing to configure); a change to the conffile; reload"
 in_root useradd --create-home --shell /bin/sh --groups hone "$app_user"
-app_uid=$(in_root id -u "$app_user")
 in_root id -nG "$app_user" | grep -qw hone || fail "$app_user is not in group hone"
-# The documented way (docs/install.md): the socket's group lets the user open the socket;
-# allowed_uids lets honed accept the process.
-sed -i "s/^#allowed_uids = \[\]$/allowed_uids = [$app_uid]/" "$root/etc/hone/hone.toml"
-grep -q "^allowed_uids = \[$app_uid\]$" "$root/etc/hone/hone.toml" || fail "could not set allowed_uids in /etc/hone/hone.toml"
+# An operator's change to the conffile, which the upgrade below must keep.
+sed -i "s/^#hot_min_launches = 100$/hot_min_launches = 50/" "$root/etc/hone/hone.toml"
+grep -q "^hot_min_launches = 50$" "$root/etc/hone/hone.toml" || fail "could not set hot_min_launches in /etc/hone/hone.toml"
 reload_honed
-wait_for "honed to read allowed_uids from /etc/hone/hone.toml (honectl config)" 30 \
-  in_root sh -c "honectl config | grep -q '^allowed_uids = \[$app_uid\] .*# from /etc/hone/hone.toml'"
+wait_for "honed to read hot_min_launches from /etc/hone/hone.toml (honectl config)" 30 \
+  in_root sh -c "honectl config | grep -q '^hot_min_launches = 50 .*# from /etc/hone/hone.toml'"
 
 step "the application attached; the store fills"
 start_app
@@ -391,7 +389,7 @@ else
   restart_honed
 fi
 wait_for "honectl status to answer after the upgrade" 30 in_root honectl status
-grep -q "^allowed_uids = \[$app_uid\]$" "$root/etc/hone/hone.toml" || fail "the upgrade lost the change to /etc/hone/hone.toml"
+grep -q "^hot_min_launches = 50$" "$root/etc/hone/hone.toml" || fail "the upgrade lost the change to /etc/hone/hone.toml"
 after=$(variant_ids)
 [ -n "$after" ] || fail "the store is empty after the upgrade"
 missing=$(comm -23 <(echo "$before") <(echo "$after"))
