@@ -14,7 +14,7 @@ DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev pkg-config \
                 nlohmann-json3-dev libcli11-dev libxxhash-dev libzstd-dev \
                 librocksdb-dev libboost-dev libspdlog-dev libfmt-dev libsystemd-dev \
                 libtomlplusplus-dev libcurl4-openssl-dev llvm-14-dev systemd procps \
-                libhiredis-dev libsodium-dev redis-server nginx-light \
+                libhiredis-dev libsodium-dev redis-server nginx-light prometheus python3-yaml \
                 debhelper dpkg-dev help2man lintian systemd-container
 
 .PHONY: all deps configure build test unit fuzz-smoke demo bench clean deb
@@ -40,14 +40,17 @@ deps:
 
 configure: deps
 	@mkdir -p $(BUILD) && cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_INSTALL_PREFIX=/usr -DHONE_SYSTEMD_UNIT_DIR=/lib/systemd/system \
 	  -DCUDAToolkit_ROOT=$(CUDA_HOME) > $(BUILD)/configure.log 2>&1 || \
 	  { cat $(BUILD)/configure.log; exit 1; }
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-# Every test: unit and integration tests through CTest, then a bounded fuzzing run.
+# Every test: the Debian package of this build (for package_test), unit and integration tests
+# through CTest, then a bounded fuzzing run.
 test: build
+	$(MAKE) --no-print-directory deb DEB_BUILD=$(BUILD)
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 	$(MAKE) --no-print-directory fuzz-smoke
 
@@ -98,4 +101,4 @@ deb: deps
 	@ls -1 $(abspath $(DEB_OUT))/*.deb
 
 clean:
-	rm -rf $(BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD) build-deb
