@@ -199,6 +199,16 @@ mkdir -p "$root$pkgdir"
 cp "$deb" "$work/hone_${old_version}_amd64.deb" "$root$pkgdir/"
 new_deb=$pkgdir/$(basename "$deb")
 old_deb=$pkgdir/hone_${old_version}_amd64.deb
+# The emulated device and the test application, copied into the root: the build directory may lie
+# where the root does not show it (on another file system than /, which the overlay leaves out,
+# or under /tmp, which a booted root mounts afresh).
+testdir=/opt/hone-package-test
+mkdir -p "$root$testdir"
+cp -a "$build/lib/emu" "$root$testdir/emu"
+cp "$app" "$root$testdir/"
+emu_dir=$testdir/emu
+emu_driver=$emu_dir/libcuda.so.1
+app=$testdir/$(basename "$app")
 # honed's workers run on the emulated device here (the unit and the configuration are the
 # installed ones; a drop-in points worker.driver at the build's libcuda.so.1).
 mkdir -p "$root/etc/systemd/system/hone.service.d"
@@ -326,7 +336,7 @@ start_app() {
   # In the root's own /tmp (a tmpfs of its own under nspawn), so through in_root.
   in_root rm -f /tmp/hone-app.stop
   in_root runuser -u "$app_user" -- env LD_PRELOAD=/usr/lib/hone/libhone.so \
-    LD_LIBRARY_PATH="$build/lib/emu" "$app" --n 4096 --seconds 300 --stop-file /tmp/hone-app.stop \
+    LD_LIBRARY_PATH="$emu_dir" "$app" --n 4096 --seconds 300 --stop-file /tmp/hone-app.stop \
     >"$work/app.log" 2>&1 &
   app_pid=$!
 }
