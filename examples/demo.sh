@@ -119,7 +119,9 @@ for a in "${apps[@]}"; do
   app_seen[$a]=0
 done
 for a in "${apps[@]}"; do
-  for _ in $(seq 100); do grep -q '^check 1 ' "$work/$a.log" 2>/dev/null && break; sleep 0.1; done
+  # the first check comes after five steps; a first run on the emulated device compiles the
+  # applications' kernels (several seconds for the larger ones) before its first step ends
+  for _ in $(seq 1200); do grep -q '^check 1 ' "$work/$a.log" 2>/dev/null && break; sleep 0.1; done
   sed -n '1,3p' "$work/$a.log" | sed 's/^/  /'
   grep -q '^check 1 .* ok$' "$work/$a.log" || die "$a did not start"
   first_step[$a]=$(sed -n 's/^check 1 .* step_us \([0-9.]*\) .*/\1/p' "$work/$a.log")
