@@ -453,20 +453,7 @@ std::string Daemon::metrics_text() const {
   std::string out;
   auto metric = [&](const char* name, const char* type, const char* help, double value,
                     const std::string& labels = {}) {
-    out += "# HELP ";
-    out += name;
-    out += ' ';
-    out += help;
-    out += "\n# TYPE ";
-    out += name;
-    out += ' ';
-    out += type;
-    out += '\n';
-    out += name;
-    if (!labels.empty()) out += "{" + labels + "}";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, " %.17g\n", value);
-    out += buf;
+    append_metric(out, name, type, help, value, labels);
   };
   auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
   metric("hone_build_info", "gauge", "hone version, as a label.", 1,
@@ -508,9 +495,14 @@ std::string Daemon::metrics_text() const {
          double(m_counters.reloads));
   {
     uint64_t served = 0, fallbacks = 0;
+    std::string misses;
     for (const auto& [key, k] : m_registry.kernels()) {
       served += k.variant_launches;
       fallbacks += k.fallbacks;
+      if (k.guard_misses) {
+        misses += "hone_guard_misses_total{kernel=\"" + escape_label(key.entry) + "\"} " +
+                  std::to_string(k.guard_misses) + "\n";
+      }
     }
     metric("hone_variant_launches_total", "counter",
            "Launches a verified variant served since honed started.", double(served));
@@ -519,12 +511,8 @@ std::string Daemon::metrics_text() const {
            double(fallbacks));
     out += "# HELP hone_guard_misses_total Launches of a kernel that has a variant installed "
            "but did not pass its guard (the original ran), by kernel, since honed started.\n"
-           "# TYPE hone_guard_misses_total counter\n";
-    for (const auto& [key, k] : m_registry.kernels()) {
-      if (!k.guard_misses) continue;
-      out += "hone_guard_misses_total{kernel=\"" + escape_label(key.entry) + "\"} " +
-             std::to_string(k.guard_misses) + "\n";
-    }
+           "# TYPE hone_guard_misses_total counter\n" +
+           misses;
   }
   if (m_optimizer) {
     out += m_optimizer->metrics_text();

@@ -131,10 +131,12 @@ void Daemon::reload(const config::Config& fresh, const config::Provenance& prove
     spdlog::warn("reload: [store.remote] changes only on restart");
   }
   // What stays as honed started, and where those values came from.
+  auto restart_only = [](const std::string& key) {
+    return key == "server.socket" || key == "store.state_dir" || key.rfind("store.remote.", 0) == 0;
+  };
   config::Provenance kept;
   for (const auto& [key, where] : m_provenance) {
-    if (key == "server.socket" || key == "store.state_dir" || key.rfind("store.remote.", 0) == 0)
-      kept[key] = where;
+    if (restart_only(key)) kept[key] = where;
   }
   std::string socket = m_config.server.socket;
   fs::path state = m_config.store.state_dir;
@@ -144,10 +146,7 @@ void Daemon::reload(const config::Config& fresh, const config::Provenance& prove
   m_config.store.state_dir = state;
   m_config.store.remote = remote;
   m_provenance = provenance;
-  std::erase_if(m_provenance, [](const auto& e) {
-    return e.first == "server.socket" || e.first == "store.state_dir" ||
-           e.first.rfind("store.remote.", 0) == 0;
-  });
+  std::erase_if(m_provenance, [&](const auto& e) { return restart_only(e.first); });
   m_provenance.insert(kept.begin(), kept.end());
   spdlog::set_level(spdlog::level::from_str(m_config.log.level));
   if (m_optimizer) m_optimizer->set_config(m_config);

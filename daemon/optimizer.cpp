@@ -1,4 +1,5 @@
 #include "daemon/optimizer.hpp"
+#include "daemon/metrics.hpp"
 
 #include "agent/kernel_ptx.hpp"
 
@@ -618,10 +619,7 @@ std::string Optimizer::metrics_text() const {
   for (const auto& [conn, installed] : m_installed)
     for (const auto& [key, variant] : installed) served.insert(key);
   auto metric = [&](const char* name, const char* type, const char* help, double value) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, " %.17g\n", value);
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
-           name + buf;
+    append_metric(out, name, type, help, value);
   };
   metric("hone_kernels_served", "gauge",
          "Kernels a verified variant is installed for in at least one attached process.",

@@ -1,14 +1,14 @@
 // Launch hooks: the fast path every kernel launch of the application takes.
 //
-// For a function already seen: one lock-free table lookup (which also yields the variant serving
-// the handle, if any), two relaxed loads (a capture due? a stream being captured?), a per-thread
-// countdown to the next timed launch, the real call, then the launch counted in this thread's own
-// counters (a load and a store to a line no other thread writes, shim/counts.hpp) and three
-// relaxed loads (stores only when the launch shape changed). No locked instruction, allocation,
-// lock, system call or getenv. A served variant adds its guard check: the block
-// shape and the bytes of the specialized scalars, and for a no_alias guard one driver query per
-// pointer field (the allocation it lies in). The slow paths (a function never seen, a launch
-// picked for timing or capture) are out of line.
+// fast(), for a kernel this thread launched before: one probe of the function table (which also
+// says whether a variant serves the handle), the record's capture word and the shim's state and
+// stream-capture words, this thread's counters of the kernel (is a timed launch due?), the real
+// call, then the launch counted in those counters (a load and a store to a line no other thread
+// writes, shim/counts.hpp). No locked instruction, allocation, lock, system call or getenv.
+// Everything else takes the hook's full path, out of line: a function never seen or first
+// launched on this thread, a timed launch (which also records the launch's shape), a capture, a
+// stream being captured, and a served variant with its guard check (the block shape and the bytes
+// of the specialized scalars, and for a no_alias guard one driver query per pointer field).
 #include "shim/capture.hpp"
 #include "shim/config.hpp"
 #include "shim/counts.hpp"
