@@ -330,13 +330,16 @@ int parent(const std::string& self, const Settings& s) {
   std::printf("added by the shim, fast path: %.2f ns with %d threads, %.2f ns with one (%.2fx)\n",
               added_many, s.threads, added_one, added_one > 0 ? added_many / added_one : 0.0);
   std::printf(
-      "\nWhere the fast path's nanoseconds go (shim/hooks_launch.cpp, fast()): a second call level "
-      "(the hook, then the driver through a pointer, its 11 arguments passed on again: 5 of them "
-      "on the stack), the table slot of the handle (one multiply, one load, in a 1.5 MiB table), "
-      "the kernel's record (a variant? a capture due?), the shim's state and stream-capture "
-      "words, this thread's counters (initial-exec TLS) and the comparison with the next timed "
-      "launch, and after the driver returns, the count (a load and a store, no locked "
-      "instruction). The unhooked call is a call through the PLT into a function that returns.\n");
+      "\nWhere the fast path's nanoseconds go (x86-64: the entry stub of "
+      "shim/launch_stubs_x86_64.cpp, 33 instructions, no call, no stack): the driver's entry "
+      "point (a load), the shim's divert word (a load), the handle's slot (a multiply and a load "
+      "in a 1.5 MiB table), the kernel's record and its divert word (two loads), this thread's "
+      "counters (initial-exec TLS: the offset from the GOT, the capacity, the block), the launch "
+      "count against the next timed launch and its store (no locked instruction), then a jump to "
+      "the driver, which returns to the application itself. Eleven loads, seven branches, one "
+      "store; the count is one chain of a load, an add and a store per launch. The unhooked call "
+      "is a call through the PLT into a function that counts the launch per thread and "
+      "returns.\n");
   std::printf("\ntarget: hooked fast path <= 2x the unhooked call: %s (%.2fx: %.2f ns against %.2f ns)%s\n",
               hooked && ratio <= 2.0 ? "met" : "not met", ratio, median(fast.linked), base_linked,
               hooked ? "" : " [the hooked children did not reach libhone.so's cuLaunchKernel]");

@@ -1,4 +1,5 @@
 #include "shim/capture.hpp"
+#include "shim/shim.hpp"
 
 #include "shim/graph.hpp"
 
@@ -63,11 +64,7 @@ std::vector<Spent>* g_spent = new std::vector<Spent>(); // for capture_release()
 std::atomic<uint32_t> g_capturing{0};
 
 bool claim(KernelRecord* r) {
-  uint32_t p = r->capture_pending.load(std::memory_order_relaxed);
-  while (p) {
-    if (r->capture_pending.compare_exchange_weak(p, p - 1, std::memory_order_relaxed)) return true;
-  }
-  return false;
+  return r->take_capture();
 }
 
 // Pointer fields of the kernel's parameters from its PTX (once per kernel), when the shim has it.
@@ -97,7 +94,7 @@ void refuse(KernelRecord* r, uint64_t request, CaptureStatus status, std::string
 } // namespace
 
 RelaxedCaptureMode::RelaxedCaptureMode() {
-  if (g_stream_captures.load(std::memory_order_relaxed) == 0) return;
+  if (stream_captures() == 0) return;
   using Exchange = CUresult (*)(CUstreamCaptureMode*);
   auto exchange = real_as<Exchange>(Fn::cuThreadExchangeStreamCaptureMode);
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;

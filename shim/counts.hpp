@@ -46,7 +46,8 @@ struct ThreadState {
   Pair* pairs = nullptr;
   uint32_t capacity = 0;
 };
-extern __thread ThreadState t_thread __attribute__((tls_model("initial-exec")));
+extern __thread ThreadState t_thread __asm__("hone_shim_thread_counts")
+    __attribute__((tls_model("initial-exec")));
 extern __thread Counters* t_mine __attribute__((tls_model("initial-exec")));
 
 // Out of line: a thread's first launch, or a kernel beyond its block.

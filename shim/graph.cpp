@@ -18,7 +18,6 @@
 
 namespace hone::shim {
 
-std::atomic<int> g_stream_captures{0};
 std::atomic<uint64_t> g_swap_generation{1};
 
 namespace {
@@ -591,7 +590,7 @@ bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_ou
   std::lock_guard lock(e->mutex);
   Node* target = nullptr;
   for (Node& n : e->nodes) {
-    if (n.enabled && n.record && n.record->capture_pending.load(std::memory_order_relaxed)) {
+    if (n.enabled && n.record && n.record->captures_pending()) {
       target = &n;
       break;
     }
@@ -965,7 +964,7 @@ CUresult graph_launch(CUgraphExec exec, CUstream stream, bool per_thread) {
   Exec* e = g_table->find(exec);
   if (__builtin_expect(!e, 0)) return real(exec, stream);
   // Launched into a stream being captured, the graph becomes a child graph node: nothing runs.
-  if (__builtin_expect(g_stream_captures.load(std::memory_order_relaxed) != 0, 0) &&
+  if (__builtin_expect(stream_captures() != 0, 0) &&
       stream_capturing(stream, per_thread)) {
     return real(exec, stream);
   }
@@ -1011,7 +1010,7 @@ void graph_fold() {
     fold_locked(*e);
     if (e->destroyed) gone.push_back(e); // freed below, under g_mutex
     for (const Node& n : e->nodes) {
-      if (n.record && n.record->capture_pending.load(std::memory_order_relaxed)) capture_due = true;
+      if (n.record && n.record->captures_pending()) capture_due = true;
     }
   }
   if (!capture_due) g_capture_hint.store(0, std::memory_order_relaxed);
@@ -1068,7 +1067,7 @@ void graph_reset_after_fork() {
   g_deferred = new std::map<CUgraph, int>;
   g_variants = new std::unordered_map<void*, void*>;
   g_kernel_of = new std::unordered_map<void*, const void*>;
-  g_stream_captures.store(0, std::memory_order_relaxed);
+  g_launch_divert.fetch_and(k_divert_capture - 1, std::memory_order_relaxed); // no capture live
   g_replays_folded.store(0, std::memory_order_relaxed);
   g_nodes_patched.store(0, std::memory_order_relaxed);
   g_capture_hint.store(0, std::memory_order_relaxed);

@@ -23,9 +23,6 @@
 
 namespace hone::shim {
 
-// A stream capture began or ended somewhere in the process: launches check this one counter
-// and ask the driver about their stream only while it is non-zero.
-extern std::atomic<int> g_stream_captures;
 // Bumped whenever a variant is published or withdrawn: a graph whose nodes were reconciled at
 // an older value is reconciled again before its next replay.
 extern std::atomic<uint64_t> g_swap_generation;

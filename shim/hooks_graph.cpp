@@ -33,7 +33,9 @@ CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph);
 namespace {
 
 CUresult began(CUresult r) {
-  if (r == CUDA_SUCCESS && enabled()) g_stream_captures.fetch_add(1, std::memory_order_acq_rel);
+  if (r == CUDA_SUCCESS && enabled()) {
+    g_launch_divert.fetch_add(k_divert_capture, std::memory_order_acq_rel);
+  }
   return r;
 }
 
@@ -43,8 +45,9 @@ CUresult ended(CUresult r) {
   if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_INVALID_HANDLE &&
       r != CUDA_ERROR_INVALID_VALUE && r != CUDA_ERROR_NOT_INITIALIZED &&
       r != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
-    int v = g_stream_captures.load(std::memory_order_relaxed);
-    while (v > 0 && !g_stream_captures.compare_exchange_weak(v, v - 1)) {
+    uint32_t v = g_launch_divert.load(std::memory_order_relaxed);
+    while (v >= k_divert_capture &&
+           !g_launch_divert.compare_exchange_weak(v, v - k_divert_capture)) {
     }
   }
   return r;

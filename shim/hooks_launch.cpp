@@ -1,17 +1,22 @@
-// Launch hooks: the fast path every kernel launch of the application takes.
+// Launch hooks: the path every kernel launch of the application takes.
 //
-// fast(), for a kernel this thread launched before: one probe of the function table (which also
-// says whether a variant serves the handle), the record's capture word and the shim's state and
-// stream-capture words, this thread's counters of the kernel (is a timed launch due?), the real
-// call, then the launch counted in those counters (a load and a store to a line no other thread
-// writes, shim/counts.hpp). No locked instruction, allocation, lock, system call or getenv.
-// Everything else takes the hook's full path, out of line: a function never seen or first
-// launched on this thread, a timed launch (which also records the launch's shape), a capture, a
-// stream being captured, and a served variant with its guard check (the block shape and the bytes
-// of the specialized scalars, and for a no_alias guard one driver query per pointer field).
+// The fast path (fast(), shim/fast_path.hpp), for a kernel this thread launched before: the shim's
+// divert word, one probe of the function table, the record's divert word (a capture due, a variant
+// serving), this thread's counters of the kernel (is a timed launch due?), the launch counted in
+// them (a load and a store to a line no other thread writes, shim/counts.hpp), then the driver.
+// No locked instruction, allocation, lock, system call or getenv. On x86-64 the exported entry
+// points are assembly stubs that make the same checks (launch_stubs_x86_64.cpp); elsewhere the C++
+// hooks at the end of this file do.
+//
+// Everything else takes the hook's full path, out of line (hone_full_*): a function never seen or
+// first launched on this thread, a timed launch (which also records the launch's shape), a
+// capture, a stream being captured, tracing, and a served variant with its guard check (the block
+// shape and the bytes of the specialized scalars, and for a no_alias guard one driver query per
+// pointer field).
 #include "shim/capture.hpp"
 #include "shim/config.hpp"
 #include "shim/counts.hpp"
+#include "shim/fast_path.hpp"
 #include "shim/graph.hpp"
 #include "shim/guard_check.hpp"
 #include "shim/cuda_abi.hpp"
@@ -63,31 +68,12 @@ inline void count(KernelRecord* r, const LaunchArgs& a) {
   if (r->block.load(std::memory_order_relaxed) != block) r->block.store(block, std::memory_order_relaxed);
 }
 
-// The fast path: a launch of a function already seen (and launched on this thread before), that no
-// variant serves, no capture or timed launch is due for, outside stream capture. Returns this
-// thread's counters of the kernel, for the hook to count the launch in when the driver accepts
-// it; nullptr: the full path (which also initializes the shim on its first call, and traces calls
-// under HONE_TRACE). The launch's shape is recorded by the full path only: the kernel's first
-// launch on each thread and its timed launches (one in HONE_SAMPLE_EVERY); reading the shape here
-// would cost every launch more than the rare change of shape is worth.
-__attribute__((always_inline)) inline counts::Pair* fast(CUfunction f) {
-  if (__builtin_expect(detail::g_trace, 0)) return nullptr;
-  if (__builtin_expect(g_state.load(std::memory_order_relaxed) != k_enabled, 0)) return nullptr;
-  const FunctionTable::Slot* slot = g_function_table.find_first(f);
-  if (__builtin_expect(!slot, 0)) return nullptr;
-  KernelRecord* r = slot->record.load(std::memory_order_acquire);
-  if (__builtin_expect(!r || slot->swap.load(std::memory_order_relaxed) != nullptr, 0))
-    return nullptr;
-  if (__builtin_expect((g_stream_captures.load(std::memory_order_relaxed) |
-                        r->capture_pending.load(std::memory_order_relaxed)) != 0, 0))
-    return nullptr;
-  counts::ThreadState& t = counts::t_thread;
-  if (__builtin_expect(r->index >= t.capacity, 0)) return nullptr;
-  counts::Pair* p = &t.pairs[r->index];
-  // the kernel's first launch on this thread, or a timed one: the full path
-  if (__builtin_expect(p->launches.load(std::memory_order_relaxed) + 1 >= p->next_sample, 0))
-    return nullptr;
-  return p;
+// A launch the driver refused. Until the driver accepts one of the kernel's launches on this
+// thread, its launches there keep to the full path, which counts only accepted ones (the fast path
+// counts a launch as it hands it to the driver).
+inline void refused(KernelRecord* r) {
+  counts::Pair& p = counts::of(r->index);
+  if (p.launches.load(std::memory_order_relaxed) == 0) p.next_sample = 0;
 }
 
 template <class Call>
@@ -162,29 +148,36 @@ template <class Call> inline CUresult launch(CUfunction f, const LaunchArgs& a, 
   if (__builtin_expect(!r, 0)) return call(f);
   CUresult res;
   const Swap* s = slot->swap.load(std::memory_order_acquire);
-  if (__builtin_expect(g_stream_captures.load(std::memory_order_relaxed) != 0, 0) &&
+  if (__builtin_expect(stream_captures() != 0, 0) &&
       stream_capturing(a.stream, a.per_thread)) {
     return recorded(s, f, a, call);
   }
-  if (__builtin_expect(r->capture_pending.load(std::memory_order_relaxed) != 0, 0)) {
+  if (__builtin_expect(r->captures_pending() != 0, 0)) {
     res = captured(r, f, a, call); // captures always run (and measure) the original
   } else if (s) {
     res = swapped(r, s, f, a, call);
   } else {
     res = run(r, f, a, call);
   }
-  if (__builtin_expect(res == CUDA_SUCCESS, 1)) count(r, a);
+  if (__builtin_expect(res == CUDA_SUCCESS, 1)) {
+    count(r, a);
+  } else {
+    refused(r);
+  }
   return res;
 }
 
 
+} // namespace
+
 // The full path of each hook, out of line, so that the hooks themselves stay small: what fast()
 // does not let through goes here, which traces the call, resolves the driver's entry point, and
-// takes the launch path of launch().
-__attribute__((noinline)) CUresult full_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                               unsigned bx, unsigned by, unsigned bz,
-                                               unsigned shmem, CUstream s, void** params,
-                                               void** extra) {
+// takes the launch path of launch(). Named in C, for the entry stubs (launch_stubs_x86_64.cpp).
+extern "C" {
+__attribute__((noinline, visibility("hidden"))) CUresult
+hone_full_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                         unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params,
+                         void** extra) {
   HONE_TRACE_HOOK(cuLaunchKernel);
   auto real = real_as<decltype(&cuLaunchKernel)>(Fn::cuLaunchKernel);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
@@ -194,10 +187,10 @@ __attribute__((noinline)) CUresult full_launch(CUfunction f, unsigned gx, unsign
   });
 }
 
-__attribute__((noinline)) CUresult full_launch_ptsz(CUfunction f, unsigned gx, unsigned gy,
-                                                    unsigned gz, unsigned bx, unsigned by,
-                                                    unsigned bz, unsigned shmem, CUstream s,
-                                                    void** params, void** extra) {
+__attribute__((noinline, visibility("hidden"))) CUresult
+hone_full_cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                              unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params,
+                              void** extra) {
   HONE_TRACE_HOOK(cuLaunchKernel_ptsz);
   auto real = real_as<decltype(&cuLaunchKernel_ptsz)>(Fn::cuLaunchKernel_ptsz);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
@@ -208,57 +201,69 @@ __attribute__((noinline)) CUresult full_launch_ptsz(CUfunction f, unsigned gx, u
 }
 
 // The launch attributes travel untouched to the driver: the shim only reads the shape.
-__attribute__((noinline)) CUresult full_launch_ex(const CUlaunchConfig* config, CUfunction f,
-                                                  void** params, void** extra) {
+__attribute__((noinline, visibility("hidden"))) CUresult
+hone_full_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
+                           void** extra) {
   HONE_TRACE_HOOK(cuLaunchKernelEx);
   auto real = real_as<decltype(&cuLaunchKernelEx)>(Fn::cuLaunchKernelEx);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!config) return real(config, f, params, extra);
   LaunchArgs a{{config->gridDimX, config->gridDimY, config->gridDimZ},
                {config->blockDimX, config->blockDimY, config->blockDimZ},
-               config->sharedMemBytes, config->hStream, false, params, extra};
+               config->sharedMemBytes,
+               config->hStream,
+               false,
+               params,
+               extra};
   return launch(f, a, [=](CUfunction fn) { return real(config, fn, params, extra); });
 }
 
-__attribute__((noinline)) CUresult full_launch_ex_ptsz(const CUlaunchConfig* config, CUfunction f,
-                                                       void** params, void** extra) {
+__attribute__((noinline, visibility("hidden"))) CUresult
+hone_full_cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
+                                void** extra) {
   HONE_TRACE_HOOK(cuLaunchKernelEx_ptsz);
   auto real = real_as<decltype(&cuLaunchKernelEx_ptsz)>(Fn::cuLaunchKernelEx_ptsz);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!config) return real(config, f, params, extra);
   LaunchArgs a{{config->gridDimX, config->gridDimY, config->gridDimZ},
                {config->blockDimX, config->blockDimY, config->blockDimZ},
-               config->sharedMemBytes, config->hStream, true, params, extra};
+               config->sharedMemBytes,
+               config->hStream,
+               true,
+               params,
+               extra};
   return launch(f, a, [=](CUfunction fn) { return real(config, fn, params, extra); });
 }
 
-__attribute__((noinline)) CUresult full_cooperative(CUfunction f, unsigned gx, unsigned gy,
-                                                    unsigned gz, unsigned bx, unsigned by,
-                                                    unsigned bz, unsigned shmem, CUstream s,
-                                                    void** params) {
+__attribute__((noinline, visibility("hidden"))) CUresult
+hone_full_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                    unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                    CUstream s, void** params) {
   HONE_TRACE_HOOK(cuLaunchCooperativeKernel);
   auto real = real_as<decltype(&cuLaunchCooperativeKernel)>(Fn::cuLaunchCooperativeKernel);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, false, params, nullptr};
-  return launch(f, a, [=](CUfunction fn) {
-    return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params);
-  });
+  return launch(f, a,
+                [=](CUfunction fn) { return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params); });
 }
 
-__attribute__((noinline)) CUresult full_cooperative_ptsz(CUfunction f, unsigned gx, unsigned gy,
-                                                         unsigned gz, unsigned bx, unsigned by,
-                                                         unsigned bz, unsigned shmem, CUstream s,
-                                                         void** params) {
+__attribute__((noinline, visibility("hidden"))) CUresult
+hone_full_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                         unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                         CUstream s, void** params) {
   HONE_TRACE_HOOK(cuLaunchCooperativeKernel_ptsz);
   auto real =
       real_as<decltype(&cuLaunchCooperativeKernel_ptsz)>(Fn::cuLaunchCooperativeKernel_ptsz);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, true, params, nullptr};
-  return launch(f, a, [=](CUfunction fn) {
-    return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params);
-  });
+  return launch(f, a,
+                [=](CUfunction fn) { return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params); });
 }
 
+} // extern "C"
+
+#if !HONE_SHIM_LAUNCH_STUBS
+namespace {
 
 // The driver's entry point when it is resolved already (else the full path resolves it).
 template <class T> inline T resolved(Fn f) {
@@ -266,15 +271,14 @@ template <class T> inline T resolved(Fn f) {
 }
 
 // A hook: the driver's `real` with the hook's arguments when fast() lets the launch of `f` through
-// (`usable`: the arguments can be read; counted once the driver accepts it), else `full`.
+// (`usable`: the arguments can be read; counted as it goes to the driver), else `full`.
 template <Fn fn, class Full, class... Args>
 __attribute__((always_inline)) inline CUresult hook(Full full, CUfunction f, bool usable,
                                                     Args... args) {
   const Full real = resolved<Full>(fn); // the hook's own signature, as the full path's
   if (counts::Pair* p = real && usable ? fast(f) : nullptr; __builtin_expect(p != nullptr, 1)) {
-    const CUresult res = real(args...);
-    if (__builtin_expect(res == CUDA_SUCCESS, 1)) counts::bump(p->launches);
-    return res;
+    counts::bump(p->launches);
+    return real(args...);
   }
   return full(args...);
 }
@@ -286,33 +290,33 @@ extern "C" {
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
-  return hook<Fn::cuLaunchKernel>(&full_launch, f, true,
+  return hook<Fn::cuLaunchKernel>(&hone_full_cuLaunchKernel, f, true,
               f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                     unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
-  return hook<Fn::cuLaunchKernel_ptsz>(&full_launch_ptsz, f, true,
+  return hook<Fn::cuLaunchKernel_ptsz>(&hone_full_cuLaunchKernel_ptsz, f, true,
               f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
-  return hook<Fn::cuLaunchKernelEx>(&full_launch_ex, f, config != nullptr,
+  return hook<Fn::cuLaunchKernelEx>(&hone_full_cuLaunchKernelEx, f, config != nullptr,
               config, f, params, extra);
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
-  return hook<Fn::cuLaunchKernelEx_ptsz>(&full_launch_ex_ptsz, f, config != nullptr,
+  return hook<Fn::cuLaunchKernelEx_ptsz>(&hone_full_cuLaunchKernelEx_ptsz, f, config != nullptr,
               config, f, params, extra);
 }
 
 __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                           unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params) {
-  return hook<Fn::cuLaunchCooperativeKernel>(&full_cooperative, f, true,
+  return hook<Fn::cuLaunchCooperativeKernel>(&hone_full_cuLaunchCooperativeKernel, f, true,
               f, gx, gy, gz, bx, by, bz, shmem, s, params);
 }
 
@@ -320,8 +324,9 @@ __attribute__((visibility("default"))) CUresult CUDAAPI
 cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                unsigned by, unsigned bz, unsigned shmem, CUstream s,
                                void** params) {
-  return hook<Fn::cuLaunchCooperativeKernel_ptsz>(&full_cooperative_ptsz, f, true,
+  return hook<Fn::cuLaunchCooperativeKernel_ptsz>(&hone_full_cuLaunchCooperativeKernel_ptsz, f, true,
               f, gx, gy, gz, bx, by, bz, shmem, s, params);
 }
 
 } // extern "C"
+#endif // !HONE_SHIM_LAUNCH_STUBS

@@ -15,6 +15,7 @@
 namespace hone::shim {
 
 std::atomic<int> g_state{k_uninitialized};
+std::atomic<uint32_t> g_launch_divert{k_divert_off};
 
 namespace {
 
@@ -49,6 +50,13 @@ int initialize() {
     pthread_atfork(prepare_fork, parent_after_fork, child_after_fork);
     log(Level::debug, "observing this process (socket %s, 1 launch in %u timed)", c.socket,
         c.sample_every);
+  }
+  // The fast path opens once the shim is enabled, and never while tracing (every call is traced).
+  if (state == k_enabled && !tracing()) {
+    g_launch_divert.fetch_and(~uint32_t(k_divert_off | k_divert_trace), std::memory_order_relaxed);
+  } else if (state == k_enabled) {
+    g_launch_divert.fetch_and(~uint32_t(k_divert_off), std::memory_order_relaxed);
+    g_launch_divert.fetch_or(k_divert_trace, std::memory_order_relaxed);
   }
   g_state.store(state, std::memory_order_relaxed);
   return state;

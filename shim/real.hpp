@@ -61,7 +61,7 @@ bool is_nvrtc(Fn f);
 const char* fn_name(Fn f);
 
 namespace detail {
-extern std::atomic<void*> g_real[unsigned(Fn::count)];
+extern std::atomic<void*> g_real[unsigned(Fn::count)] __asm__("hone_shim_real");
 void* resolve_real(Fn f);
 } // namespace detail
 

@@ -33,8 +33,21 @@ bool FunctionTable::put(const void* handle, KernelRecord* record) {
 }
 
 void FunctionTable::set_swap(const void* handle, Swap* swap) {
-  const Slot* s = find_slot(handle);
-  if (s) const_cast<Slot*>(s)->swap.store(swap, std::memory_order_release);
+  if (const Slot* s = find_slot(handle)) {
+    Slot& slot = const_cast<Slot&>(*s);
+    const Swap* old = slot.swap.exchange(swap, std::memory_order_acq_rel);
+    // The record's divert word follows: set after the swap is published (a launch that sees it
+    // on the full path sees the swap), cleared after it is withdrawn.
+    KernelRecord* r = slot.record.load(std::memory_order_acquire);
+    if (r && !old != !swap) {
+      r->swapped_handles += swap ? 1 : -1;
+      if (r->swapped_handles) {
+        r->divert.fetch_or(KernelRecord::k_divert_swapped, std::memory_order_release);
+      } else {
+        r->divert.fetch_and(~KernelRecord::k_divert_swapped, std::memory_order_release);
+      }
+    }
+  }
   // Executable graphs whose nodes may run this handle are reconciled before their next replay.
   g_swap_generation.fetch_add(1, std::memory_order_acq_rel);
 }
@@ -256,7 +269,8 @@ void Registry::reset_after_fork() {
     r->reported_graph_launches = 0;
     r->reported_graph = GraphReport{};
     r->fallbacks.store(0, std::memory_order_relaxed);
-    r->capture_pending.store(0, std::memory_order_relaxed);
+    r->divert.store(0, std::memory_order_relaxed); // no capture due, no variant loaded
+    r->swapped_handles = 0;
     r->reported_variant_launches = 0;
     r->guard_misses.store(0, std::memory_order_relaxed);
     r->reported_guard_misses = 0;

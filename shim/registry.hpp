@@ -37,13 +37,40 @@ struct GraphReport {
 
 // One kernel (KernelKey) in this process, however many contexts or handles it has.
 struct KernelRecord {
+  // First, at fixed offsets: what the launch entry stubs read (shim/launch_stubs_x86_64.cpp).
+  uint32_t index = 0; // dense, from 0: its counters in each thread's block (shim/counts.hpp)
+  // What sends a launch of the kernel to the hook's full path, in one word beside `index` for the
+  // fast path (shim/fast_path.hpp): the launches still to capture (the low 31 bits), and
+  // k_divert_swapped while a variant serves one of its handles.
+  static constexpr uint32_t k_divert_swapped = 1u << 31;
+  static constexpr uint32_t k_captures_mask = k_divert_swapped - 1;
+  std::atomic<uint32_t> divert{0};
+  uint32_t swapped_handles = 0; // handles a variant serves (registry mutex)
+
+  uint32_t captures_pending() const {
+    return divert.load(std::memory_order_relaxed) & k_captures_mask;
+  }
+  void set_captures_pending(uint32_t n) {
+    uint32_t v = divert.load(std::memory_order_relaxed);
+    while (!divert.compare_exchange_weak(v, (v & k_divert_swapped) | (n & k_captures_mask),
+                                         std::memory_order_release, std::memory_order_relaxed)) {
+    }
+  }
+  // One capture claimed from those pending; false when none was.
+  bool take_capture() {
+    uint32_t v = divert.load(std::memory_order_relaxed);
+    while (v & k_captures_mask) {
+      if (divert.compare_exchange_weak(v, v - 1, std::memory_order_relaxed)) return true;
+    }
+    return false;
+  }
+
   uint64_t id = 0;
   KernelKey key;
   proto::ImageFormat format = proto::ImageFormat::unknown;
   uint64_t image_size = 0;
   bool source_known = false;
 
-  uint32_t index = 0; // dense, from 0: its counters in each thread's block (shim/counts.hpp)
   // Launches and variant launches are counted per thread (counts::of(index)); these hold only
   // what graph replays add (shim/graph.cpp). Totals: launches_total(), variant_launches_total().
   std::atomic<uint64_t> launches{0};
@@ -58,8 +85,7 @@ struct KernelRecord {
   std::atomic<uint64_t> fallbacks{0};        // variant launches that failed over to the original
   std::atomic<uint64_t> guard_misses{0};     // launches a variant was installed for that its guard refused
 
-  // Capture: launches still to capture (the launch path checks this one counter).
-  std::atomic<uint32_t> capture_pending{0};
+  // Capture: how many launches (captures_pending()), and the request below.
   std::mutex capture_mutex; // guards the request below
   uint64_t capture_request = 0;
   uint64_t capture_max_bytes = 0;
@@ -156,7 +182,7 @@ struct ImageInfo {
 
 // The process's function table: a static object, so that the launch path finds it at a constant
 // address (no load of the registry's pointer first).
-extern FunctionTable g_function_table;
+extern FunctionTable g_function_table __asm__("hone_shim_function_table");
 
 class Registry {
 public:

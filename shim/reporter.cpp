@@ -562,7 +562,7 @@ bool Reporter::Impl::handle(const proto::FrameHeader& h, std::string_view payloa
       rec->capture_max_bytes = req.max_bytes;
       rec->capture_outputs = req.with_outputs;
     }
-    rec->capture_pending.store(req.launches, std::memory_order_release);
+    rec->set_captures_pending(req.launches);
     graph_capture_requested();
     return true;
   }
@@ -662,7 +662,7 @@ void Reporter::Impl::send_captures() {
 void Reporter::Impl::release_spent_captures() {
   if (captures_pending() != 0) return;
   for (KernelRecord* rec : registry().records()) {
-    if (rec->capture_pending.load(std::memory_order_relaxed) != 0) return; // more launches due
+    if (rec->captures_pending() != 0) return; // more launches due
   }
   capture_release();
 }
