@@ -192,24 +192,36 @@ CUresult apply_attributes(Registry& r, Context& ctx, const LaunchArgs& a, bool& 
   return CUDA_SUCCESS;
 }
 
-// HONE_EMU_SCHEDULE_SEED, read at every launch, not once: the validation worker runs a kernel
-// twice under different seeds (setenv between the runs) to expose races. A getenv per launch
-// costs nothing next to interpreting the kernel. Unset, empty, 0 or not a number: the fixed
-// schedule. (This is the emulated driver, never the shim on an application's launch path.)
-uint64_t schedule_seed() {
-  const char* e = std::getenv("HONE_EMU_SCHEDULE_SEED");
+// A seed from the environment variable `name`, read at every launch, not once: the validation
+// worker runs a kernel several times under different seeds (setenv between the runs). A getenv per
+// launch costs nothing next to interpreting the kernel. Unset, empty, 0 or not a number (logged
+// once, through `logged`, saying `otherwise`): 0. (This is the emulated driver, never the shim on an
+// application's launch path.)
+uint64_t seed_from_env(const char* name, std::atomic<bool>& logged, const char* otherwise) {
+  const char* e = std::getenv(name);
   if (e == nullptr || *e == '\0') return 0;
   char* end = nullptr;
   unsigned long long v = std::strtoull(e, &end, 0);
   if (end == e || *end != '\0') {
-    static std::atomic<bool> logged{false};
     if (!logged.exchange(true)) {
-      log(LogLevel::warn, std::string("HONE_EMU_SCHEDULE_SEED=") + e +
-                              " is not a number; using the fixed schedule");
+      log(LogLevel::warn, std::string(name) + "=" + e + " is not a number; " + otherwise);
     }
     return 0;
   }
   return v;
+}
+
+// HONE_EMU_SCHEDULE_SEED: the worker varies the schedule to expose races.
+uint64_t schedule_seed() {
+  static std::atomic<bool> logged{false};
+  return seed_from_env("HONE_EMU_SCHEDULE_SEED", logged, "using the fixed schedule");
+}
+
+// HONE_EMU_FILL_SEED: the worker fills shared and local memory and registers with seeded bytes to
+// expose reads of memory a kernel never wrote.
+uint64_t fill_seed() {
+  static std::atomic<bool> logged{false};
+  return seed_from_env("HONE_EMU_FILL_SEED", logged, "memory and registers start at zero");
 }
 
 const char* error_name(CUresult rc) {
@@ -379,6 +391,7 @@ CUresult launch(const LaunchArgs& a) {
   request.params = params;
   request.params_size = params_size;
   request.schedule_seed = schedule_seed();
+  request.fill_seed = fill_seed();
   request.cooperative = cooperative;
   LaunchOutcome outcome;
   std::unique_lock lock(r.mutex, std::defer_lock);
@@ -517,6 +530,7 @@ CUresult run_kernel(Handle ctx_handle, Handle fn_handle, Dim3 grid, Dim3 block,
   request.params = args.empty() ? nullptr : args.data();
   request.params_size = args.size();
   request.schedule_seed = schedule_seed();
+  request.fill_seed = fill_seed();
   request.cooperative = cooperative;
   LaunchOutcome outcome;
   std::unique_lock lock(r.mutex, std::defer_lock);

@@ -1,5 +1,6 @@
 #include "emu/exec_interp.hpp"
 
+#include "emu/exec_fill.hpp"
 #include "emu/semantics.hpp"
 
 #include <algorithm>
@@ -486,6 +487,25 @@ struct BlockRunner::State {
 
   uint64_t* R(uint32_t warp, uint32_t slot) {
     return &regs[(size_t(warp) * k.num_slots + slot) * k_lanes];
+  }
+
+  // A block's start under a fill seed (emu/exec_fill.hpp): its shared memory, each thread's local
+  // memory and the registers a thread may read before writing them (those of every lane, live or
+  // not: a shuffle reads them) hold seeded values.
+  void fill(uint64_t block) {
+    const uint64_t seed = L.fill_seed;
+    fill_bytes(fill_key(seed, block, FillSpace::shared), shared.data(), shared.size());
+    for (uint32_t t = 0; k.local_bytes && t < threads; ++t) {
+      fill_bytes(fill_key(seed, block, FillSpace::local, t), local.data() + size_t(t) * k.local_bytes,
+                 k.local_bytes);
+    }
+    const uint64_t key = fill_key(seed, block, FillSpace::registers);
+    for (uint32_t w = 0; w < nwarps; ++w) {
+      for (uint32_t slot : k.zeroed_slots) {
+        uint64_t* r = R(w, slot);
+        for (uint32_t l = 0; l < k_lanes; ++l) r[l] = fill_register(key, k, slot, w * k_lanes + l);
+      }
+    }
   }
 
   // ---- faults -------------------------------------------------------------------------------
@@ -2536,16 +2556,20 @@ BlockResult BlockRunner::run(uint64_t block_linear) {
   s.frame.uniform[jit::k_u_ctaid_y] = s.ctaid[1];
   s.frame.uniform[jit::k_u_ctaid_z] = s.ctaid[2];
   s.frame.uniform[jit::k_u_smid] = block_linear % DeviceLimits::k_sm_count;
-  // Registers start at zero; those written before every read need not be cleared
-  // (CompiledKernel::zeroed_slots).
-  if (s.k.zeroed_slots.size() * 2 >= s.k.num_slots) {
-    std::fill(s.regs.begin(), s.regs.end(), 0);
+  // Registers start at zero, or seeded values under a fill seed; those written before every read
+  // need not be set (CompiledKernel::zeroed_slots).
+  if (s.L.fill_seed != 0) {
+    s.fill(block_linear);
   } else {
-    for (uint32_t w = 0; w < s.nwarps; ++w)
-      for (uint32_t slot : s.k.zeroed_slots) std::fill_n(s.R(w, slot), k_lanes, 0);
+    if (s.k.zeroed_slots.size() * 2 >= s.k.num_slots) {
+      std::fill(s.regs.begin(), s.regs.end(), 0);
+    } else {
+      for (uint32_t w = 0; w < s.nwarps; ++w)
+        for (uint32_t slot : s.k.zeroed_slots) std::fill_n(s.R(w, slot), k_lanes, 0);
+    }
+    std::fill(s.local.begin(), s.local.end(), 0);
+    std::fill(s.shared.begin(), s.shared.end(), 0);
   }
-  std::fill(s.local.begin(), s.local.end(), 0);
-  std::fill(s.shared.begin(), s.shared.end(), 0);
   s.sector_count = 0;
   s.shared_count = 0;
   s.local_bytes = 0;

@@ -4,6 +4,7 @@
 // hone-bench-emu). Not to be optimized: its only job is to stay what it was.
 #include "emu/exec_interp.hpp"
 
+#include "emu/exec_fill.hpp"
 #include "emu/semantics.hpp"
 
 #include <algorithm>
@@ -206,6 +207,24 @@ struct ReferenceBlockRunner::State {
 
   uint64_t* R(uint32_t warp, uint32_t slot) {
     return &regs[(size_t(warp) * k.num_slots + slot) * k_lanes];
+  }
+
+  // A block's start under a fill seed (emu/exec_fill.hpp): its shared memory, each thread's local
+  // memory and every register of every lane hold seeded values.
+  void fill(uint64_t block) {
+    const uint64_t seed = L.fill_seed;
+    fill_bytes(fill_key(seed, block, FillSpace::shared), shared.data(), shared.size());
+    for (uint32_t t = 0; k.local_bytes && t < threads; ++t) {
+      fill_bytes(fill_key(seed, block, FillSpace::local, t), local.data() + size_t(t) * k.local_bytes,
+                 k.local_bytes);
+    }
+    const uint64_t key = fill_key(seed, block, FillSpace::registers);
+    for (uint32_t w = 0; w < nwarps; ++w) {
+      for (uint32_t slot = 0; slot < k.num_slots; ++slot) {
+        uint64_t* r = R(w, slot);
+        for (uint32_t l = 0; l < k_lanes; ++l) r[l] = fill_register(key, k, slot, w * k_lanes + l);
+      }
+    }
   }
 
   // ---- faults -------------------------------------------------------------------------------
@@ -1756,9 +1775,13 @@ BlockResult ReferenceBlockRunner::run(uint64_t block_linear) {
   s.ctaid[0] = uint32_t(block_linear % s.L.grid.x);
   s.ctaid[1] = uint32_t((block_linear / s.L.grid.x) % s.L.grid.y);
   s.ctaid[2] = uint32_t(block_linear / (uint64_t(s.L.grid.x) * s.L.grid.y));
-  std::fill(s.regs.begin(), s.regs.end(), 0);
-  std::fill(s.local.begin(), s.local.end(), 0);
-  std::fill(s.shared.begin(), s.shared.end(), 0);
+  if (s.L.fill_seed != 0) {
+    s.fill(block_linear);
+  } else {
+    std::fill(s.regs.begin(), s.regs.end(), 0);
+    std::fill(s.local.begin(), s.local.end(), 0);
+    std::fill(s.shared.begin(), s.shared.end(), 0);
+  }
   s.sector_count = 0;
   s.shared_count = 0;
   s.local_bytes = 0;

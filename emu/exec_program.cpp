@@ -222,6 +222,7 @@ public:
     shared.table = table.get();
     shared.instruction_budget = r.instruction_budget ? r.instruction_budget : default_budget();
     shared.schedule_seed = r.schedule_seed;
+    shared.fill_seed = r.fill_seed;
 
     const uint64_t blocks = g.count();
     const auto [registers, from_ptxas] = m_resources->registers(m_code.name);

@@ -75,6 +75,11 @@ struct LaunchRequest {
   // order warps take turns, the length of a turn), so that results depending on the order of
   // racing accesses change with it. 0: the fixed schedule. The modeled time never depends on it.
   uint64_t schedule_seed = 0;
+  // Non-zero: every block's shared memory (static and dynamic), each thread's local memory and the
+  // registers a thread may read before writing them start with pseudo-random values derived from
+  // this seed and the block's and thread's indices (emu/exec_fill.hpp), so that a kernel reading
+  // what it never wrote gives results that change with the seed. 0: they start at zero.
+  uint64_t fill_seed = 0;
   // A cooperative launch (cuLaunchCooperativeKernel, CU_LAUNCH_ATTRIBUTE_COOPERATIVE): every block
   // runs at once, on a host thread of its own, and the kernel finds the workspace of grid-wide
   // barriers (cg::this_grid().sync()) where cooperative groups looks for it.

@@ -2075,6 +2075,123 @@ TEST_F(Driver, TheScheduleSeedLeavesRaceFreeResultsAndTimesAlone) {
   EXPECT_EQ(ms[0], ms[2]);
 }
 
+// Reads shared memory (static and dynamic), local memory and registers it never wrote, and copies
+// what it read out: thread t of block b writes the 6 words at out[(b * ntid + t) * 6].
+constexpr const char* k_unwritten_ptx = R"(
+.version 8.0
+.target sm_90
+.address_size 64
+
+.extern .shared .align 4 .b8 unwritten_dyn[];
+
+.visible .entry read_unwritten(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<10>;
+    .shared .align 4 .b8 tile[1024];
+    .local .align 8 .b8 scratch[16];
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mad.lo.u32 %r4, %r2, %r3, %r1;
+    mul.wide.u32 %rd2, %r4, 24;
+    add.s64 %rd3, %rd1, %rd2;
+    mul.wide.u32 %rd4, %r1, 4;
+    mov.u64 %rd5, tile;
+    add.s64 %rd6, %rd5, %rd4;
+    ld.shared.u32 %r5, [%rd6];
+    mov.u64 %rd7, unwritten_dyn;
+    add.s64 %rd8, %rd7, %rd4;
+    ld.shared.u32 %r6, [%rd8];
+    ld.local.u32 %r7, [scratch];
+    ld.local.u32 %r8, [scratch+12];
+    selp.u32 %r10, 7, 9, %p1;
+    st.global.u32 [%rd3], %r5;
+    st.global.u32 [%rd3+4], %r6;
+    st.global.u32 [%rd3+8], %r7;
+    st.global.u32 [%rd3+12], %r8;
+    st.global.u32 [%rd3+16], %r9;
+    st.global.u32 [%rd3+20], %r10;
+    ret;
+}
+)";
+
+// HONE_EMU_FILL_SEED as the validation worker sets it between runs: nullptr unsets it.
+void set_fill_seed(const char* seed) {
+  if (seed == nullptr) {
+    unsetenv("HONE_EMU_FILL_SEED");
+  } else {
+    setenv("HONE_EMU_FILL_SEED", seed, 1);
+  }
+}
+
+// A kernel that reads memory and registers it never wrote gives zeros without a fill seed (and
+// with an empty, 0 or non-numeric one), the same bytes for the same seed on every execution path,
+// other bytes for another seed, and different bytes in different blocks and threads.
+TEST_F(Driver, TheFillSeedFillsWhatAKernelNeverWrote) {
+  CUfunction f = function(load(k_unwritten_ptx), "read_unwritten");
+  constexpr unsigned k_blocks = 4, k_threads = 64, k_words = 6;
+  constexpr size_t k_count = size_t(k_blocks) * k_threads * k_words;
+  CUdeviceptr out = alloc(k_count * 4);
+  auto run = [&](const char* seed, const char* path) {
+    std::vector<uint32_t> got(k_count, 0xdeadbeefu);
+    EXPECT_EQ(CUDA_SUCCESS, cuMemsetD32(out, 0xdeadbeefu, k_count));
+    set_fill_seed(seed);
+    if (path) setenv("HONE_EMU_EXEC", path, 1);
+    void* args[] = {&out};
+    EXPECT_EQ(CUDA_SUCCESS,
+              cuLaunchKernel(f, k_blocks, 1, 1, k_threads, 1, 1, k_threads * 4, nullptr, args, nullptr));
+    EXPECT_EQ(CUDA_SUCCESS, cuCtxSynchronize());
+    unsetenv("HONE_EMU_EXEC");
+    set_fill_seed(nullptr);
+    EXPECT_EQ(CUDA_SUCCESS, cuMemcpyDtoH(got.data(), out, k_count * 4));
+    return got;
+  };
+  // word w of thread t in block b
+  auto word = [&](const std::vector<uint32_t>& v, unsigned b, unsigned t, unsigned w) {
+    return v[(size_t(b) * k_threads + t) * k_words + w];
+  };
+
+  // Without a seed: what the device gave before the variable existed, zeros (the predicate: false).
+  std::vector<uint32_t> today(k_count, 0);
+  for (size_t i = 5; i < k_count; i += k_words) today[i] = 9;
+  for (const char* off : {(const char*)nullptr, "", "0", "not-a-number"})
+    EXPECT_EQ(run(off, nullptr), today) << "HONE_EMU_FILL_SEED=" << (off ? off : "(unset)");
+
+  const std::vector<uint32_t> one = run("1", nullptr);
+  EXPECT_EQ(run("1", nullptr), one);
+  EXPECT_EQ(run("0x1", nullptr), one);
+  const std::vector<uint32_t> two = run("2", nullptr);
+  EXPECT_NE(one, today);
+  // Every word the kernel read changes with the seed, in every block (the predicate may agree).
+  for (unsigned w = 0; w < 5; ++w) {
+    for (unsigned b = 0; b < k_blocks; ++b) {
+      unsigned differ = 0;
+      for (unsigned t = 0; t < k_threads; ++t) differ += word(one, b, t, w) != word(two, b, t, w);
+      EXPECT_GT(differ, k_threads / 2) << "word " << w << ", block " << b;
+    }
+  }
+  // Blocks start differently, and so do threads (their local memory and registers).
+  for (unsigned w = 0; w < 5; ++w) {
+    EXPECT_NE(word(one, 0, 0, w), word(one, 1, 0, w)) << "word " << w;
+    EXPECT_NE(word(one, 0, 0, w), word(one, 0, 1, w)) << "word " << w;
+  }
+  // The predicate read before written takes both values across threads.
+  unsigned taken = 0;
+  for (unsigned t = 0; t < k_threads; ++t) taken += word(one, 0, t, 5) == 7;
+  EXPECT_GT(taken, 0u);
+  EXPECT_LT(taken, k_threads);
+
+  // Every execution path fills the same bytes.
+  for (const char* path : {"reference", "interpret", "compile"}) {
+    EXPECT_EQ(run("1", path), one) << path;
+    EXPECT_EQ(run("2", path), two) << path;
+    EXPECT_EQ(run(nullptr, path), today) << path;
+  }
+}
+
 TEST_F(Driver, PerThreadDefaultStreamEntryPoints) {
   void* fn = nullptr;
   CU_OK(cuGetProcAddress("cuEventRecord", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,

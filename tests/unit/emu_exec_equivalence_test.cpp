@@ -1,9 +1,9 @@
 // The emulated device's execution paths agree bit for bit: every corpus kernel runs through the
 // reference path (HONE_EMU_EXEC=reference, the interpreter as it was before it was made fast), the
 // interpreter (HONE_EMU_EXEC=interpret) and its compiled code (HONE_EMU_EXEC=compile, emu/jit/),
-// at every shape its launcher checks, with the fixed schedule and under a scheduling seed; every
-// buffer read back and every launch's modeled time must be identical, and so must what the
-// launcher's checks found.
+// at every shape its launcher checks, with the fixed schedule and zeroed shared and local memory, and
+// under a scheduling seed and a fill seed (the same number for both); every buffer read back and
+// every launch's modeled time must be identical, and so must what the launcher's checks found.
 //
 // Blocks run on one host thread here (HONE_EMU_THREADS=1, set before the driver starts its pool):
 // the corpus's NONDETERMINISTIC kernels (float atomics, compaction order, CAS loops) give results
@@ -34,7 +34,9 @@ using hone::test::CorpusRunResult;
 struct Case {
   const CorpusKernel* kernel;
   CorpusBuild build;
-  const char* seed; // HONE_EMU_SCHEDULE_SEED, or nullptr for the fixed schedule
+  // HONE_EMU_SCHEDULE_SEED and HONE_EMU_FILL_SEED, or nullptr for the fixed schedule and zeroed
+  // memory
+  const char* seed;
 };
 
 std::vector<Case> all_cases() {
@@ -126,12 +128,16 @@ TEST_P(ExecEquivalence, InterpreterAndCompiledCodeMatchReferenceBitForBit) {
   ASSERT_TRUE(module_ptx.error.empty()) << module_ptx.error;
   ASSERT_TRUE(k_one_thread && k_debug_log);
   ASSERT_EQ(use_context(), CUDA_SUCCESS);
-  if (c.seed) setenv("HONE_EMU_SCHEDULE_SEED", c.seed, 1);
+  if (c.seed) {
+    setenv("HONE_EMU_SCHEDULE_SEED", c.seed, 1);
+    setenv("HONE_EMU_FILL_SEED", c.seed, 1);
+  }
   std::string ref_log, interp_log, compiled_log;
   const CorpusRunResult ref = run_with("reference", c, module_ptx.ptx, ref_log);
   const CorpusRunResult interp = run_with("interpret", c, module_ptx.ptx, interp_log);
   const CorpusRunResult compiled = run_with("compile", c, module_ptx.ptx, compiled_log);
   unsetenv("HONE_EMU_SCHEDULE_SEED");
+  unsetenv("HONE_EMU_FILL_SEED");
   // Each path ran what it was asked to: otherwise the comparisons below compare a path with
   // itself. The compiled path must have run compiled code, not only the interpreter.
   EXPECT_NE(ref_log.find("; reference path"), std::string::npos) << ref_log.substr(0, 2000);
