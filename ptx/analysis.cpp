@@ -1,6 +1,7 @@
 #include "ptx/analysis.hpp"
 
 #include "ptx/lexer.hpp"
+#include "ptx/printer.hpp"
 
 #include <algorithm>
 #include <map>
@@ -145,6 +146,32 @@ uint8_t address_access(const Instruction& inst, size_t index) {
   }
 }
 
+// Does `inst` change the memory its address operand at position `index` names?
+bool writes_memory(const Instruction& inst, size_t index) {
+  switch (inst.op) {
+  case Opcode::st:
+  case Opcode::atom:
+  case Opcode::red:
+  case Opcode::stmatrix:
+    return true;
+  case Opcode::cp:
+    return index == 0; // the destination
+  case Opcode::wmma:
+    return inst.has_mod("store");
+  case Opcode::multimem:
+    return inst.has_mod("st") || inst.has_mod("red");
+  default:
+    return false;
+  }
+}
+
+// The instruction as one line for messages: `st.global.f32 [%rd4], %f2;`.
+std::string instruction_text(const Instruction& inst) {
+  std::string s = print(inst);
+  if (auto tab = s.find(" \t"); tab != std::string::npos) s.erase(tab + 1, 1);
+  return s;
+}
+
 using Bits = std::vector<uint64_t>;
 
 bool merge(Bits& into, const Bits& from) {
@@ -159,38 +186,94 @@ bool merge(Bits& into, const Bits& from) {
   return changed;
 }
 
-// The pointer analysis of one entry.
+// The pointer analysis of one function: what derives from the pointers in the entry's parameters
+// (`params`; empty for a called function) and from the addresses of variables, and the writes to
+// global or generic memory with what their addresses derive from (appended to `writes`).
 class PointerAnalysis {
 public:
-  PointerAnalysis(const Function& f, std::vector<ParamInfo>& params) : m_f(f), m_params(params) {}
+  PointerAnalysis(const Module& m, const Function& f, std::vector<ParamInfo>& params,
+                  std::vector<MemoryWrite>& writes)
+      : m_module(m), m_f(f), m_params(params), m_writes(writes) {
+    for (const auto& st : f.body) {
+      if (const auto* v = std::get_if<VarDecl>(&st.item)) m_locals.emplace(v->name, v);
+    }
+  }
 
   void run() {
     collect_sources();
-    if (m_sources.empty()) return;
     m_words = (m_sources.size() + 63) / 64;
-    propagate();
+    if (!m_sources.empty()) propagate();
     collect_uses();
     report();
   }
 
 private:
+  static constexpr uint32_t k_variable = ~uint32_t(0); // Source::param of a variable's address
+
   struct Source {
-    uint32_t param;
+    uint32_t param; // k_variable: the address of `variable`
     uint32_t offset;
     uint32_t size;
     uint8_t access = k_access_none;
     bool used_as_address = false;
     bool escapes = false;
     std::vector<Type> types{};
+    const VarDecl* variable = nullptr;
+    bool module_scope = false;
   };
 
+  const Module& m_module;
   const Function& m_f;
   std::vector<ParamInfo>& m_params;
+  std::vector<MemoryWrite>& m_writes;
+  std::unordered_map<std::string_view, const VarDecl*> m_locals; // the function's own variables
   std::vector<Source> m_sources;
+  std::unordered_map<std::string_view, uint32_t> m_variable_sources; // name -> source
   std::unordered_map<std::string_view, uint32_t> m_reg_ids;
   std::vector<Bits> m_taint;                // per register id
-  std::map<std::pair<uint32_t, std::string_view>, uint32_t> m_source_of; // (stmt, reg) -> source
+  std::vector<std::pair<std::string_view, uint32_t>> m_seeds; // register, source it holds
   size_t m_words = 0;
+
+  // The source standing for the address of the variable `name`, or nullopt when no variable (of
+  // the function, else of the module) has that name.
+  std::optional<uint32_t> variable_source(std::string_view name) {
+    if (auto it = m_variable_sources.find(name); it != m_variable_sources.end()) return it->second;
+    const VarDecl* v = nullptr;
+    bool module_scope = false;
+    if (auto it = m_locals.find(name); it != m_locals.end()) {
+      v = it->second;
+    } else if ((v = m_module.variable(name))) {
+      module_scope = true;
+    }
+    if (!v) return std::nullopt;
+    auto id = uint32_t(m_sources.size());
+    Source s{k_variable, 0, 8};
+    s.variable = v;
+    s.module_scope = module_scope;
+    m_sources.push_back(std::move(s));
+    m_variable_sources.emplace(name, id);
+    return id;
+  }
+
+  // Instructions whose destination derives from their sources (propagate() follows them).
+  static bool derives(const Instruction& inst) {
+    return !inst.operands.empty() && !has_no_destination(inst) && inst.op != Opcode::ld &&
+           inst.op != Opcode::ldu && inst.op != Opcode::atom && !kills_pointer(inst);
+  }
+
+  // Every identifier in raw text.
+  template <class F> static void for_each_identifier(std::string_view text, F&& fn) {
+    for (size_t i = 0; i < text.size();) {
+      if (is_ident_start(text[i])) {
+        size_t j = i + 1;
+        while (j < text.size() && is_ident_char(text[j])) ++j;
+        fn(text.substr(i, j - i));
+        i = j;
+      } else {
+        ++i;
+      }
+    }
+  }
 
   int param_index(std::string_view name) const {
     for (size_t i = 0; i < m_params.size(); ++i) {
@@ -245,7 +328,7 @@ private:
           for (size_t k = 0; k < regs.size(); ++k) {
             // Only a 64-bit integer can hold a pointer with .address_size 64.
             if (size != 8 || is_float(inst->last_type())) continue;
-            m_source_of[{uint32_t(si), regs[k]}] = uint32_t(m_sources.size());
+            m_seeds.emplace_back(regs[k], uint32_t(m_sources.size()));
             m_sources.push_back({uint32_t(p), uint32_t(o.value + int64_t(k) * size), size});
           }
           continue;
@@ -254,14 +337,27 @@ private:
             !o.base_is_reg) {
           if (int p = param_index(o.name); p >= 0) m_params[size_t(p)].address_taken = true;
         }
+        // `mov.u64 %rd1, counter;`, `cvta.global.u64 %rd2, counter;`: the destination holds the
+        // address of a variable (mad: only its addend can be an address).
+        bool mad = (inst->op == Opcode::mad || inst->op == Opcode::mad24) &&
+                   inst->operands.size() == 4;
+        if (oi == 0 || (mad && oi != 3) || !derives(*inst)) continue;
+        auto seed = [&](std::string_view name) {
+          if (auto src = variable_source(name)) {
+            for_each_reg(inst->operands[0],
+                         [&](std::string_view r) { m_seeds.emplace_back(r, *src); });
+          }
+        };
+        if (o.kind == Operand::Kind::symbol) seed(o.name);
+        if (o.kind == Operand::Kind::expr) for_each_identifier(o.name, seed);
       }
     }
   }
 
   void propagate() {
     // Seed the sources.
-    for (const auto& [key, src] : m_source_of) {
-      auto& t = m_taint[reg_id(key.second)];
+    for (const auto& [reg, src] : m_seeds) {
+      auto& t = m_taint[reg_id(reg)];
       t[src / 64] |= 1ull << (src % 64);
     }
     // Flow-insensitive: iterate to a fixed point over every instruction.
@@ -271,11 +367,7 @@ private:
       changed = false;
       for (const auto& st : m_f.body) {
         const auto* inst = std::get_if<Instruction>(&st.item);
-        if (!inst || inst->operands.empty() || has_no_destination(*inst)) continue;
-        if (inst->op == Opcode::ld || inst->op == Opcode::ldu || inst->op == Opcode::atom ||
-            kills_pointer(*inst)) {
-          continue;
-        }
+        if (!inst || !derives(*inst)) continue;
         std::fill(acc.begin(), acc.end(), 0);
         auto sources_from = [&](const Operand& o) {
           for_each_reg(o, [&](std::string_view r) { merge(acc, m_taint[reg_id(r)]); });
@@ -308,17 +400,37 @@ private:
 
   // Every register-like word in raw text (opaque instructions, kept expressions).
   void escape_text(std::string_view text) {
-    Cursor c(text);
-    for (size_t i = 0; i < text.size();) {
-      if (is_ident_start(text[i])) {
-        size_t j = i + 1;
-        while (j < text.size() && is_ident_char(text[j])) ++j;
-        escape_reg(text.substr(i, j - i));
-        i = j;
+    for_each_identifier(text, [&](std::string_view r) { escape_reg(r); });
+  }
+
+  // A write to global or generic memory through the address operand `address` of `inst`.
+  void record_write(const Statement& st, const Instruction& inst, const Operand& address) {
+    MemoryWrite w;
+    w.function = std::string(m_f.name);
+    w.instruction = instruction_text(inst);
+    w.loc = st.loc;
+    auto add = [&](const Source& s) {
+      if (s.param != k_variable) {
+        w.pointers.push_back({s.param, s.offset});
       } else {
-        ++i;
+        w.variables.push_back({std::string(s.variable->name), s.variable->space, s.module_scope});
       }
+    };
+    if (address.base_is_reg) {
+      if (auto it = m_reg_ids.find(address.name); it != m_reg_ids.end()) {
+        for_each_source(m_taint[it->second], add);
+      }
+    } else if (!address.name.empty()) {
+      if (auto src = variable_source(address.name)) add(m_sources[*src]);
     }
+    std::sort(w.pointers.begin(), w.pointers.end());
+    w.pointers.erase(std::unique(w.pointers.begin(), w.pointers.end()), w.pointers.end());
+    auto by_name = [](const VariableRef& a, const VariableRef& b) { return a.name < b.name; };
+    auto same_name = [](const VariableRef& a, const VariableRef& b) { return a.name == b.name; };
+    std::sort(w.variables.begin(), w.variables.end(), by_name);
+    w.variables.erase(std::unique(w.variables.begin(), w.variables.end(), same_name),
+                      w.variables.end());
+    m_writes.push_back(std::move(w));
   }
 
   void collect_uses() {
@@ -339,6 +451,10 @@ private:
           continue;
         }
         if (o.kind == Operand::Kind::address) {
+          Space space = inst->space();
+          if (writes_memory(*inst, i) && (space == Space::global || space == Space::none)) {
+            record_write(st, *inst, o);
+          }
           if (o.base_is_reg) {
             auto it = m_reg_ids.find(o.name);
             if (it != m_reg_ids.end()) {
@@ -366,7 +482,7 @@ private:
 
   void report() {
     for (const auto& s : m_sources) {
-      if (!s.used_as_address && !s.escapes) continue;
+      if (s.param == k_variable || (!s.used_as_address && !s.escapes)) continue;
       uint8_t access = s.access;
       if (s.escapes) access |= k_access_read | k_access_write;
       auto& ptrs = m_params[s.param].pointers;
@@ -447,7 +563,7 @@ EntryInfo analyze_entry(const Module& module, const Function& entry) {
   EntryInfo info;
   info.name = std::string(entry.name);
   layout_params(entry, info);
-  PointerAnalysis(entry, info.params).run();
+  PointerAnalysis(module, entry, info.params, info.writes).run();
 
   auto dims = [](const FuncDirective* d) -> std::optional<std::array<int64_t, 3>> {
     if (!d || d->values.empty()) return std::nullopt;
@@ -470,8 +586,13 @@ EntryInfo analyze_entry(const Module& module, const Function& entry) {
   std::set<std::string_view> symbols;
   std::set<std::string> sregs;
   std::map<Type, uint32_t> regs;
+  std::set<Type> types_seen;
   for (size_t fi = 0; fi < reached.size(); ++fi) {
     const Function& f = *reached[fi];
+    if (fi > 0) {
+      std::vector<ParamInfo> none; // a callee's own parameters are not the entry's pointers
+      PointerAnalysis(module, f, none, info.writes).run();
+    }
     for (const auto& st : f.body) {
       collect_symbols(st, symbols);
       if (const auto* r = std::get_if<RegDecl>(&st.item); r && fi == 0) {
@@ -535,6 +656,9 @@ EntryInfo analyze_entry(const Module& module, const Function& entry) {
       }
       for (auto m : inst->mods) {
         Type t = type_from_name(m);
+        if (t != Type::none && types_seen.insert(t).second) {
+          info.types_used.push_back({t, std::string(f.name), instruction_text(*inst), st.loc});
+        }
         if (t == Type::f64) info.uses_fp64 = true;
         if (t == Type::f16 || t == Type::f16x2 || t == Type::bf16 || t == Type::bf16x2) {
           info.uses_fp16 = true;

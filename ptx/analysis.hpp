@@ -1,5 +1,6 @@
 // What an entry point needs and does: its parameter layout as the driver lays it out, which
-// parameters are pointers and what the kernel does through them, and the resources it uses.
+// parameters are pointers and what the kernel does through them, what its writes to global memory
+// derive from, the types its instructions name, and the resources it uses.
 //
 // The pointer analysis is conservative: a pointer whose uses cannot be followed (stored to memory,
 // passed to a call, used by an instruction the IR keeps opaque) is reported as read and written.
@@ -7,6 +8,7 @@
 
 #include "ptx/ir.hpp"
 
+#include <compare>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -49,6 +51,45 @@ struct ParamInfo {
   uint8_t access() const;
 };
 
+// A pointer held in a parameter of the entry: `offset` bytes into parameter `param`.
+struct ParamPointer {
+  uint32_t param = 0;
+  uint32_t offset = 0;
+  friend bool operator==(const ParamPointer&, const ParamPointer&) = default;
+  friend auto operator<=>(const ParamPointer&, const ParamPointer&) = default;
+};
+
+// A variable whose address an address derives from.
+struct VariableRef {
+  std::string name;
+  Space space = Space::none;
+  bool module_scope = false; // declared at module level, not in a function body
+};
+
+// A state-changing memory instruction (st, atom, red, wmma.store, multimem.st/red, the destination
+// of cp) whose target is global or generic memory, and what the analysis traced its address to.
+// Flow-insensitive like the pointer analysis: the address derives from these, and from nothing
+// else the analysis tracks (it tracks parameter pointers and variable addresses; a pointer loaded
+// from memory is not tracked). Both lists empty: the analysis does not know what it writes.
+struct MemoryWrite {
+  std::string function;    // the .entry or .func that holds it
+  std::string instruction; // as printed
+  SourceLoc loc;
+  // Pointers from the entry's parameters, sorted and unique; always empty in called functions
+  // (arguments are not followed into calls: a pointer passed to one escapes).
+  std::vector<ParamPointer> pointers;
+  std::vector<VariableRef> variables; // sorted by name, unique
+};
+
+// A type an instruction names in its modifiers (`cvt.rn.f16.f32`: f16 and f32), and the first
+// instruction that names it.
+struct TypeUse {
+  Type type = Type::none;
+  std::string function;    // the .entry or .func that holds the instruction
+  std::string instruction; // as printed
+  SourceLoc loc;
+};
+
 struct RegisterCount {
   Type type = Type::none;
   uint32_t count = 0;
@@ -79,6 +120,11 @@ struct EntryInfo {
   uint32_t total_registers = 0;
   uint32_t instructions = 0;
   std::vector<std::string> callees; // .func names called directly, transitively
+  // Writes to global or generic memory in the entry, then in each callee (in `callees` order).
+  std::vector<MemoryWrite> writes;
+  // Every type the instructions of the entry and its callees name, in the order of the first
+  // instruction naming each (the entry first, then the callees).
+  std::vector<TypeUse> types_used;
 
   std::optional<std::array<int64_t, 3>> maxntid;
   std::optional<std::array<int64_t, 3>> reqntid;

@@ -1,0 +1,164 @@
+#include "daemon/worker/candidate_checks.hpp"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+namespace hone::worker {
+
+namespace {
+
+using ptx::Type;
+
+Failure refuse(std::string_view pattern, std::string message) {
+  Failure f;
+  f.kind = VerdictKind::refused;
+  f.message = std::move(message);
+  f.pattern = pattern;
+  return f;
+}
+
+// `st.global.u32 [counter], %r1;` (in f, PTX line 12)
+std::string quoted(const std::string& instruction, const std::string& function,
+                   ptx::SourceLoc loc) {
+  return "`" + instruction + "` (in " + function + ", PTX line " + std::to_string(loc.line) + ")";
+}
+
+// A module-scope .global variable is initialized when the module loads and never again: the
+// application resets the original's (cudaMemcpyToSymbol, ...), never the candidate's. Writing
+// one carries state from a launch to the next, and the validation runs are all first launches.
+std::optional<Failure> state_across_launches(const ptx::EntryInfo& candidate) {
+  for (const auto& w : candidate.writes) {
+    for (const auto& v : w.variables) {
+      if (v.space != ptx::Space::global) continue;
+      return refuse("state-across-launches",
+                    "the candidate writes its module-scope variable " + v.name +
+                        " (.global): " + quoted(w.instruction, w.function, w.loc) +
+                        "; nothing resets a candidate's module variables between launches, so "
+                        "what it writes there carries over to the next launch");
+    }
+  }
+  return std::nullopt;
+}
+
+// The original may write memory the analysis cannot attribute: then any buffer may be one it
+// writes.
+bool writes_untraced(const ptx::EntryInfo& original) {
+  if (original.has_opaque) return true; // an instruction kept as text may store anywhere
+  return std::any_of(original.writes.begin(), original.writes.end(),
+                     [](const auto& w) { return w.pointers.empty() && w.variables.empty(); });
+}
+
+// A buffer the original only reads is compared byte for byte after the run, which cannot see a
+// candidate that changes it and puts it back (another kernel reading it meanwhile, on another
+// stream, sees it changed). Only writes
+// whose address derives from exactly one parameter pointer, and from no variable, count: the
+// analysis is sure where they go.
+std::optional<Failure> input_modification(const ptx::EntryInfo& original,
+                                          const ptx::EntryInfo& candidate) {
+  if (writes_untraced(original)) return std::nullopt;
+  for (const auto& w : candidate.writes) {
+    if (w.pointers.size() != 1 || !w.variables.empty()) continue;
+    const ptx::ParamPointer& p = w.pointers.front();
+    if (p.param >= original.params.size()) continue;
+    const ptx::ParamInfo& op = original.params[p.param];
+    if (op.address_taken) continue; // the original reads it through its address: unknown uses
+    auto use = std::find_if(op.pointers.begin(), op.pointers.end(),
+                            [&](const ptx::PointerUse& u) { return u.offset == p.offset; });
+    if (use != op.pointers.end() &&
+        (use->access & (ptx::k_access_write | ptx::k_access_atomic)) != 0) {
+      continue;
+    }
+    std::string what = "parameter " + std::to_string(p.param) + " (" + op.name + ")";
+    if (op.aggregate || p.offset) what += " field +" + std::to_string(p.offset);
+    return refuse("input-modification",
+                  "the candidate writes through " + what +
+                      ", which the original never writes through: " +
+                      quoted(w.instruction, w.function, w.loc) +
+                      "; a buffer the original only reads must not change, even when it is "
+                      "restored before the kernel ends");
+  }
+  return std::nullopt;
+}
+
+// The narrow floating-point family a type belongs to (f16x2 is f16), or Type::none.
+Type narrow_family(Type t) {
+  switch (t) {
+  case Type::f16:
+  case Type::f16x2:
+    return Type::f16;
+  case Type::bf16:
+  case Type::bf16x2:
+    return Type::bf16;
+  case Type::tf32:
+    return Type::tf32;
+  case Type::e4m3:
+  case Type::e4m3x2:
+    return Type::e4m3;
+  case Type::e5m2:
+  case Type::e5m2x2:
+    return Type::e5m2;
+  default:
+    return Type::none;
+  }
+}
+
+// Bytes of an element of the narrow family's storage types (tf32 is never stored: 0).
+uint32_t storage_bytes(Type family) {
+  switch (family) {
+  case Type::f16:
+  case Type::bf16:
+    return 2;
+  case Type::e4m3:
+  case Type::e5m2:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+// An f32 or f64 original computed in f16, bf16, tf32 or fp8 may stay within a loose tolerance on
+// the captured values and not on others. Allowed: a narrow type the original names anywhere (it
+// converts f16 data to f32, say), and f16, bf16 or fp8 in an original that loads or stores
+// elements of their size through its pointers: PTX for targets without bf16 instructions (before
+// sm_80) or fp8 conversions keeps such data in integer registers and computes in f32, and a
+// candidate compiled for this device does the same with the native instructions.
+std::optional<Failure> precision_downgrade(const ptx::EntryInfo& original,
+                                           const ptx::EntryInfo& candidate) {
+  bool f32 = false, f64 = false;
+  std::set<Type> narrow;
+  for (const auto& u : original.types_used) {
+    f32 = f32 || u.type == Type::f32;
+    f64 = f64 || u.type == Type::f64;
+    if (Type n = narrow_family(u.type); n != Type::none) narrow.insert(n);
+  }
+  if (!f32 && !f64) return std::nullopt;
+  std::set<uint32_t> element_bytes; // of what the original moves through its pointers
+  for (const auto& p : original.params) {
+    for (const auto& use : p.pointers) {
+      for (Type t : use.types) element_bytes.insert(ptx::type_size(t));
+    }
+  }
+  for (const auto& u : candidate.types_used) {
+    Type n = narrow_family(u.type);
+    if (n == Type::none || narrow.count(n)) continue;
+    if (uint32_t b = storage_bytes(n); b && element_bytes.count(b)) continue;
+    std::string code = f32 && f64 ? "f32 and f64" : f32 ? "f32" : "f64";
+    return refuse("precision-downgrade",
+                  "the candidate computes in " + std::string(ptx::type_name(u.type)) +
+                      ", which the original (" + code +
+                      " code) never uses: " + quoted(u.instruction, u.function, u.loc));
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<Failure> check_candidate(const ptx::EntryInfo& original,
+                                       const ptx::EntryInfo& candidate) {
+  if (auto f = state_across_launches(candidate)) return f;
+  if (auto f = input_modification(original, candidate)) return f;
+  return precision_downgrade(original, candidate);
+}
+
+} // namespace hone::worker

@@ -1,0 +1,24 @@
+// Static checks of a candidate's PTX against the original's, before any run: what a candidate may
+// not do even when every run would match (common/cheats.hpp names each pattern).
+#pragma once
+
+#include "daemon/worker/capture_check.hpp"
+#include "ptx/analysis.hpp"
+
+#include <optional>
+
+namespace hone::worker {
+
+// The candidate's entry (`candidate`, analyzed with ptx::analyze_entry) against the original's:
+// a `refused` Failure naming the pattern and the instruction when the candidate
+//  - writes a module-scope .global variable, in the entry or a function it calls
+//    (state-across-launches: nothing ever resets the candidate's module variables);
+//  - writes through a pointer parameter the original never writes through (input-modification:
+//    a buffer changed and restored before the kernel ends looks unchanged afterwards);
+//  - names f16, bf16, tf32 or fp8 types the original, f32 or f64 code, never names, unless the
+//    original moves elements of that size through its pointers (precision-downgrade).
+// Refuses only what the analysis traces for certain; nullopt otherwise.
+std::optional<Failure> check_candidate(const ptx::EntryInfo& original,
+                                       const ptx::EntryInfo& candidate);
+
+} // namespace hone::worker
