@@ -468,6 +468,9 @@ std::string rejection(VerdictKind kind) {
            "atomics):";
   case VerdictKind::suspicious:
     return " looked implausibly fast and did not survive re-checking:";
+  case VerdictKind::refused:
+    return " was refused before it ran: its PTX does what a rewrite may not (keep state across "
+           "launches, write an input, or compute in a narrower floating-point type):";
   default:
     return std::string(" was rejected (") + to_string(kind) + "):";
   }

@@ -524,7 +524,7 @@ Candidate source_candidate(const proto::SourceInfo& source, SourceSpecialization
 bool rewrite_failed(VerdictKind k) {
   return k == VerdictKind::compile_error || k == VerdictKind::load_error ||
          k == VerdictKind::launch_error || k == VerdictKind::illegal_address ||
-         k == VerdictKind::mismatch;
+         k == VerdictKind::mismatch || k == VerdictKind::refused;
 }
 
 // The source-level candidate first; the PTX-level one only when the first's verdict says the

@@ -50,6 +50,7 @@ const char* to_string(VerdictKind k) {
   case VerdictKind::suspicious: return "suspicious";
   case VerdictKind::unsupported: return "unsupported";
   case VerdictKind::internal: return "internal error";
+  case VerdictKind::refused: return "refused";
   }
   return "unknown";
 }
@@ -81,6 +82,7 @@ void encode(wire::Writer& w, const Job& j) {
   put_f64(w, j.bench.noise_factor);
   put_f64(w, j.bench.suspicious);
   encode(w, j.guard);
+  w.u8(uint8_t((j.static_checks ? 1 : 0) | (j.shadow_check ? 2 : 0)));
   w.u32(uint32_t(j.captures.size()));
   for (const auto& c : j.captures) encode(w, c);
 }
@@ -127,6 +129,10 @@ bool decode(wire::Reader& r, Job& j) {
   if (j.bench.runs > 10000 || j.bench.warmup > 1000 || j.bench.min_runs > 10000)
     r.fail("benchmark settings out of range");
   decode(r, j.guard);
+  uint8_t flags = r.u8();
+  if (flags > 3) r.fail("unknown job flags");
+  j.static_checks = flags & 1;
+  j.shadow_check = flags & 2;
   uint32_t n = r.count(k_max_captures, 64);
   j.captures.resize(n);
   for (auto& cap : j.captures) {
@@ -154,7 +160,7 @@ void encode(wire::Writer& w, const Verdict& v) {
 bool decode(wire::Reader& r, Verdict& v) {
   v.job = r.u64();
   uint8_t k = r.u8();
-  if (k > uint8_t(VerdictKind::internal)) r.fail("unknown verdict");
+  if (k > uint8_t(k_last_verdict_kind)) r.fail("unknown verdict");
   v.kind = VerdictKind(k);
   v.message = r.str(256u << 10);
   v.original_ns = get_f64(r);

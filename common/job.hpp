@@ -59,6 +59,12 @@ struct Job {
   Tolerance tolerance;
   BenchSettings bench;
   Guard guard;                // the candidate serves only launches that pass it
+  // Refuse from its PTX a candidate that keeps state in module-scope memory, downgrades
+  // precision or writes an input ([validation] static_checks).
+  bool static_checks = true;
+  // A shadow check: no candidate; each capture is of a launch a variant served, with its
+  // outputs after the variant ran, and the original must give the same on the same inputs.
+  bool shadow_check = false;
   std::vector<Capture> captures;
 };
 
@@ -75,7 +81,11 @@ enum class VerdictKind : uint8_t {
   suspicious = 9,      // a huge speedup that did not survive re-checking
   unsupported = 10,    // the job cannot be run here (e.g. buffers holding pointers to others)
   internal = 11,       // the worker failed; not the candidate's fault
+  refused = 12,        // its PTX does what a candidate may not (a cheat pattern), before any run
 };
+
+// The highest VerdictKind: decoders refuse anything above it.
+inline constexpr VerdictKind k_last_verdict_kind = VerdictKind::refused;
 
 const char* to_string(VerdictKind k);
 

@@ -319,6 +319,7 @@ void encode(wire::Writer& w, const CaptureRequest& m) {
   w.u32(m.launches);
   w.u64(m.max_bytes);
   w.boolean(m.with_outputs);
+  w.boolean(m.shadow);
 }
 
 bool decode(wire::Reader& r, CaptureRequest& m) {
@@ -327,6 +328,7 @@ bool decode(wire::Reader& r, CaptureRequest& m) {
   m.launches = r.u32();
   m.max_bytes = r.u64();
   m.with_outputs = r.boolean();
+  m.shadow = r.boolean();
   if (r.ok() && (m.launches == 0 || m.launches > 64)) r.fail("capture launches out of range");
   return r.ok();
 }

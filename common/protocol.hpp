@@ -188,6 +188,10 @@ struct CaptureRequest {
   uint32_t launches = 1;
   uint64_t max_bytes = 256ull << 20; // per capture; larger ones are skipped and reported
   bool with_outputs = false;         // also copy the buffers right after the launch
+  // A shadow check of the variant serving the kernel: capture only launches the variant serves,
+  // with the variant running and its outputs copied after it (with_outputs implied); launches
+  // it does not serve go on uncaptured.
+  bool shadow = false;
 };
 
 // Serve launches of `kernel` that pass `guard` with `entry` of the image in the memfd.

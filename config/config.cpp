@@ -555,6 +555,20 @@ const Key k_keys[] = {
      .field = HONE_FIELD(validation.f16_abs),
      .number_min = 0, .number_max = 1,
      .doc = "Absolute tolerance for half and bfloat16 (16-bit) elements."},
+    {.section = "validation", .name = "shadow_every", .kind = Kind::integer,
+     .field = HONE_FIELD(validation.shadow_every),
+     .min = 0, .max = 1000000000,
+     .doc = "Shadow checks of served variants: after this many launches a variant served in a\n"
+            "process, its next served launch there is captured (inputs, and outputs after the\n"
+            "variant ran) and the worker runs the original on the same inputs. Different\n"
+            "outputs withdraw the variant from every process at once and record why. Each\n"
+            "check copies the launch's buffers twice in the application. 0: off."},
+    {.section = "validation", .name = "static_checks", .kind = Kind::boolean,
+     .field = HONE_FIELD(validation.static_checks),
+     .doc = "Refuse, from its code and before it runs, a candidate that writes module-scope\n"
+            "device memory (state kept across launches), computes in a narrower floating-point\n"
+            "type than the original, or writes through a pointer the original only reads.\n"
+            "Off only to test the defences behind them (the shadow checks)."},
     {.section = "agent", .name = "strategies", .kind = Kind::string_list,
      .field = HONE_FIELD(agent.strategies),
      .check = check_strategy,

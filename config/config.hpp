@@ -94,6 +94,8 @@ struct ValidationConfig {
   double f32_rel = 1e-5, f32_abs = 1e-6;
   double f64_rel = 1e-12, f64_abs = 1e-14;
   double f16_rel = 1e-2, f16_abs = 1e-3;
+  uint32_t shadow_every = 10000;    // served launches between shadow checks, per process; 0: off
+  bool static_checks = true;        // refuse module-scope writes, precision downgrades, ... early
   bool operator==(const ValidationConfig&) const = default;
 };
 

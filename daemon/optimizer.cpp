@@ -206,7 +206,22 @@ void Optimizer::watch_load() {
 void Optimizer::advance() {
   if (m_stopping) return;
   for (auto& [id, job] : m_jobs) {
-    if (job.state == JobState::waiting && prerequisites(job)) start_job(job);
+    if (job.state != JobState::waiting) continue;
+    if (job.shadow_of) {
+      Work& w = m_work[job.kernel];
+      request_image(job.kernel, w);
+      if (!w.image.empty()) {
+        start_shadow_job(job);
+      } else if (now_s() - job.created > int64_t(m_config.capture.timeout_s)) {
+        Verdict v;
+        v.job = job.id;
+        v.kind = VerdictKind::internal;
+        v.message = "no process sent the kernel's image for its shadow check";
+        finish_job(job, v);
+      }
+      continue;
+    }
+    if (prerequisites(job)) start_job(job);
   }
 }
 
@@ -284,7 +299,7 @@ void Optimizer::request_captures(const KernelKey& key, Work& w) {
   req.launches = want - uint32_t(w.captures.size());
   req.max_bytes = uint64_t(m_config.capture.max_mb) << 20;
   req.with_outputs = m_config.capture.with_outputs;
-  m_capture_requests[req.request] = {key, now_s()};
+  m_capture_requests[req.request] = {key, now_s(), std::nullopt, p->first};
   m_send(p->first, proto::frame_of(proto::MsgType::capture_request, 0, req), UniqueFd());
   w.captures_asked = req.launches;
   w.capture_asked_at = now_s();
@@ -340,6 +355,7 @@ void Optimizer::start_job(JobEntry& job) {
   j.bench.min_speedup = val.min_speedup;
   j.bench.noise_factor = val.noise_factor;
   j.bench.suspicious = val.suspicious_speedup;
+  j.static_checks = val.static_checks;
   // Proven only on the captured launches: unless the candidate says which launches it may serve,
   // it serves only their block shape (a kernel correct only at that shape never meets another).
   if (job.candidate.guard.block == std::array<uint32_t, 3>{0, 0, 0} && !w.captures.empty()) {
@@ -386,6 +402,7 @@ void Optimizer::on_verdict(uint64_t id, const Verdict& v) {
 }
 
 void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
+  if (job.shadow_of) return finish_shadow_job(job, v);
   job.state = JobState::done;
   job.verdict = v;
   job.finished = now_s();
@@ -582,6 +599,12 @@ void Optimizer::on_kernels(uint64_t conn, const proto::Kernels& msg) {
 
 void Optimizer::on_detach(uint64_t conn) {
   m_installed.erase(conn);
+  for (auto it = m_shadow_due.begin(); it != m_shadow_due.end();) {
+    it = it->first.first == conn ? m_shadow_due.erase(it) : std::next(it);
+  }
+  for (auto it = m_shadow_pending.begin(); it != m_shadow_pending.end();) {
+    it = it->first == conn ? m_shadow_pending.erase(it) : std::next(it);
+  }
 }
 
 // A served launch saves what the original would have taken beyond the variant: the kernel's mean
@@ -598,6 +621,145 @@ void Optimizer::on_served(uint64_t conn, const std::vector<std::pair<KernelKey, 
     if (s == m_pushed_speedup.end() || s->second <= 1 || !k) continue;
     m_gpu_saved_ns += double(launches) * k->mean_ns() * (1 - 1 / s->second);
   }
+  // Shadow checks: one served launch in shadow_every, per process and kernel, one at a time.
+  const uint64_t every = m_config.validation.shadow_every;
+  if (!every) return;
+  for (const auto& [key, launches] : served) {
+    auto v = installed->second.find(key);
+    if (v == installed->second.end() || !launches) continue;
+    auto slot = std::make_pair(conn, key);
+    uint64_t& due = m_shadow_due[slot];
+    due += launches;
+    if (due < every || m_shadow_pending.count(slot)) continue;
+    due = 0;
+    request_shadow(conn, key, v->second);
+  }
+}
+
+void Optimizer::request_shadow(uint64_t conn, const KernelKey& key, const VariantId& variant) {
+  const auto& procs = m_registry.processes();
+  auto p = procs.find(conn);
+  if (p == procs.end()) return;
+  for (const auto& [id, seen] : p->second.kernels) {
+    if (seen.key != key) continue;
+    proto::CaptureRequest req;
+    req.request = m_next_request++;
+    req.kernel = id;
+    req.launches = 1;
+    req.max_bytes = uint64_t(m_config.capture.max_mb) << 20;
+    req.with_outputs = true;
+    req.shadow = true;
+    m_capture_requests[req.request] = {key, now_s(), variant, conn};
+    m_shadow_pending.insert({conn, key});
+    m_send(conn, proto::frame_of(proto::MsgType::capture_request, 0, req), UniqueFd());
+    spdlog::debug("shadow check of variant {} of {} asked of process {}", variant.hex(), key.entry,
+                  p->second.hello.pid);
+    return;
+  }
+}
+
+void Optimizer::start_shadow_job(JobEntry& job) {
+  Work& w = m_work[job.kernel];
+  Job j;
+  j.id = job.id;
+  j.kernel = job.kernel;
+  j.original_format = w.format;
+  j.original_image = w.image;
+  j.original_entry = job.kernel.entry;
+  j.shadow_check = true;
+  // Compared as the variant was verified: bit for bit, or within the tolerance.
+  j.comparison = Comparison::bitwise;
+  if (m_store) {
+    if (auto rec = m_store->get_variant(*job.shadow_of); rec && *rec) {
+      json e = json::parse((*rec)->evidence_json, nullptr, false);
+      if (e.is_object() && e.value("comparison", "") == "tolerance")
+        j.comparison = Comparison::tolerance;
+    }
+  }
+  const auto& val = m_config.validation;
+  j.tolerance = {val.f32_rel, val.f32_abs, val.f64_rel, val.f64_abs, val.f16_rel, val.f16_abs};
+  std::vector<std::string> data;
+  const CaptureEntry& c = *job.shadow_capture;
+  auto bytes = read_fd(c.data->get(), c.meta.data_bytes);
+  if (!bytes) {
+    Verdict v;
+    v.job = job.id;
+    v.kind = VerdictKind::internal;
+    v.message = "the shadow capture could not be read";
+    finish_job(job, v);
+    return;
+  }
+  j.captures.push_back(c.meta);
+  data.push_back(std::move(*bytes));
+  std::vector<std::string_view> views(data.begin(), data.end());
+  job.state = JobState::running;
+  m_workers->submit(job.id, encode_bundle(j, views), std::numeric_limits<double>::infinity());
+}
+
+void Optimizer::finish_shadow_job(JobEntry& job, const Verdict& v) {
+  job.state = JobState::done;
+  job.verdict = v;
+  job.finished = now_s();
+  if (job.shadow_capture) {
+    m_capture_bytes -= std::min(m_capture_bytes, job.shadow_capture->meta.data_bytes);
+    job.shadow_capture.reset();
+  }
+  for (auto it = m_shadow_pending.begin(); it != m_shadow_pending.end();) {
+    it = it->second == job.kernel ? m_shadow_pending.erase(it) : std::next(it);
+  }
+  const VariantId variant = *job.shadow_of;
+  if (v.kind == VerdictKind::verified) {
+    ++m_shadow_passed;
+    spdlog::info("job {}: shadow check of variant {} of {} passed", job.id, variant.hex(),
+                 job.kernel.entry);
+    return;
+  }
+  if (v.kind != VerdictKind::mismatch) {
+    // The check itself could not run (the capture, the worker): nothing is proven either way.
+    spdlog::warn("job {}: shadow check of variant {} of {} inconclusive: {}: {}", job.id,
+                 variant.hex(), job.kernel.entry, to_string(v.kind), v.message.substr(0, 300));
+    return;
+  }
+  ++m_shadow_failed;
+  spdlog::error("job {}: shadow check of variant {} of {} FAILED, withdrawing it from every "
+                "process: {}",
+                job.id, variant.hex(), job.kernel.entry, v.message.substr(0, 500));
+  std::optional<store::VariantRecord> rec;
+  if (m_store) {
+    if (auto r = m_store->get_variant(variant); r && *r) rec = **r;
+  }
+  if (rec) {
+    rec->state = store::VariantState::rejected;
+    rec->verdict = "withdrawn by a shadow check: " + v.message;
+    json e = json::parse(rec->evidence_json, nullptr, false);
+    if (!e.is_object()) e = json{{"evidence", rec->evidence_json}};
+    json worker = json::parse(v.evidence_json, nullptr, false);
+    e["shadow_check"] = {{"job", job.id},
+                         {"at", now_s()},
+                         {"verdict", to_string(v.kind)},
+                         {"message", v.message},
+                         {"worker", worker.is_discarded() ? json(v.evidence_json) : worker}};
+    // What `honectl show` names: the pattern the shadow check caught.
+    if (worker.is_object() && worker.contains("pattern")) e["pattern"] = worker["pattern"];
+    rec->evidence_json = e.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (auto r = m_store->put_variant(*rec); !r)
+      spdlog::error("job {}: recording the withdrawal failed: {}", job.id, r.error().message);
+  }
+  m_pushed_speedup.erase(variant);
+  if (KernelInfo* k = m_registry.kernel(job.kernel)) {
+    bool any_verified = false;
+    if (m_store) {
+      if (auto list = m_store->variants_of(job.kernel)) {
+        for (const auto& vr : *list) any_verified |= vr.state == store::VariantState::verified;
+      }
+    }
+    k->record.state = any_verified ? store::KernelState::verified : store::KernelState::rejected;
+    k->dirty = true;
+  }
+  // Every process at once: the variant leaves them all, and the next best verified one (if any)
+  // takes its place.
+  kernel_switched(job.kernel);
+  if (rec) publish_to_fleet(job.kernel, rec->arch, rec->driver_major);
 }
 
 std::string Optimizer::metrics_text() const {
@@ -606,9 +768,10 @@ std::string Optimizer::metrics_text() const {
       "# TYPE hone_verdicts_total counter\n";
   static constexpr const char* k_labels[] = {
       "verified",  "compile_error",    "load_error", "launch_error", "illegal_address", "timeout",
-      "mismatch",  "nondeterministic", "not_faster", "suspicious",   "unsupported",     "internal"};
-  static_assert(std::size(k_labels) == size_t(VerdictKind::internal) + 1);
-  for (uint8_t i = 0; i <= uint8_t(VerdictKind::internal); ++i) {
+      "mismatch",  "nondeterministic", "not_faster", "suspicious",   "unsupported",     "internal",
+      "refused"};
+  static_assert(std::size(k_labels) == size_t(k_last_verdict_kind) + 1);
+  for (uint8_t i = 0; i <= uint8_t(k_last_verdict_kind); ++i) {
     const auto kind = VerdictKind(i);
     const std::string label = k_labels[i];
     auto it = m_verdicts.find(kind);
@@ -632,6 +795,11 @@ std::string Optimizer::metrics_text() const {
          double(m_capture_bytes));
   metric("hone_capture_budget_bytes", "gauge", "What captures may hold in all (capture.total_mb).",
          double(uint64_t(m_config.capture.total_mb) << 20));
+  out += "# HELP hone_shadow_checks_total Shadow checks of served variants since honed started, "
+         "by result (failed: the variant was withdrawn).\n"
+         "# TYPE hone_shadow_checks_total counter\n"
+         "hone_shadow_checks_total{result=\"passed\"} " + std::to_string(m_shadow_passed) + "\n"
+         "hone_shadow_checks_total{result=\"failed\"} " + std::to_string(m_shadow_failed) + "\n";
   metric("hone_worker_crashes_total", "counter",
          "Validation workers that died on their own (not killed for a job past its deadline).",
          double(m_workers->workers_crashed()));
@@ -689,6 +857,39 @@ void Optimizer::on_capture(uint64_t conn, const Capture& msg, UniqueFd fd) {
   auto req = m_capture_requests.find(msg.request);
   if (req == m_capture_requests.end() || req->second.kernel != msg.key) {
     spdlog::debug("a capture nobody asked for from connection {}; dropped", conn);
+    return;
+  }
+  if (req->second.shadow_of) {
+    // A served launch, captured for its shadow check: checked on its own, never a job's input.
+    const VariantId variant = *req->second.shadow_of;
+    m_capture_requests.erase(req);
+    struct stat st {};
+    if (msg.status != CaptureStatus::ok || !fd || ::fstat(fd.get(), &st) != 0 ||
+        uint64_t(st.st_size) < msg.data_bytes || !make_room_for(msg.data_bytes)) {
+      spdlog::info("shadow check of {} skipped: {}", msg.key.entry,
+                   msg.status != CaptureStatus::ok ? msg.reason : "no room or a short capture");
+      m_shadow_pending.erase({conn, msg.key});
+      return;
+    }
+    JobEntry job;
+    job.id = m_next_job++;
+    job.kernel = msg.key;
+    job.shadow_of = variant;
+    job.candidate.strategy = "shadow";
+    job.candidate.description = "shadow check of variant " + variant.hex();
+    job.created = now_s();
+    CaptureEntry e;
+    e.meta = msg;
+    const auto& procs = m_registry.processes();
+    if (auto p = procs.find(conn); p != procs.end()) e.meta.arch = p->second.hello.arch;
+    e.received = now_s();
+    e.data = std::make_shared<UniqueFd>(std::move(fd));
+    m_capture_bytes += msg.data_bytes;
+    job.shadow_capture = std::move(e);
+    spdlog::info("job {}: shadow check of variant {} of {} on a served launch", job.id,
+                 variant.hex(), msg.key.entry);
+    m_jobs.emplace(job.id, std::move(job));
+    advance_soon();
     return;
   }
   Work& w = m_work[msg.key];
@@ -761,10 +962,12 @@ void Optimizer::release_idle_captures() {
   int64_t now = now_s();
   int64_t limit = 2 * int64_t(m_config.capture.timeout_s) + 1;
   for (auto it = m_capture_requests.begin(); it != m_capture_requests.end();) {
-    if (now - it->second.asked_at > limit)
+    if (now - it->second.asked_at > limit) {
+      if (it->second.shadow_of) m_shadow_pending.erase({it->second.conn, it->second.kernel});
       it = m_capture_requests.erase(it);
-    else
+    } else {
       ++it;
+    }
   }
 }
 

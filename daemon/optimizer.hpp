@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -107,6 +108,9 @@ private:
     std::optional<Verdict> verdict;
     std::optional<VariantId> variant;
     std::optional<VariantId> revalidates; // an imported variant this job re-validates
+    // A shadow check of this served variant, on `shadow_capture` (no candidate).
+    std::optional<VariantId> shadow_of;
+    std::optional<CaptureEntry> shadow_capture;
     uint64_t session = 0;                 // the strategy session that proposed it
     std::string message;
     int64_t created = 0;
@@ -189,7 +193,17 @@ private:
   struct CaptureRequestEntry {
     KernelKey kernel;
     int64_t asked_at = 0;
+    std::optional<VariantId> shadow_of; // a shadow check's capture of this variant's launch
+    uint64_t conn = 0;
   };
+  // Shadow checks ([validation] shadow_every): served launches since the last check, per
+  // connection and kernel, and the checks outstanding there.
+  std::map<std::pair<uint64_t, KernelKey>, uint64_t> m_shadow_due;
+  std::set<std::pair<uint64_t, KernelKey>> m_shadow_pending;
+  uint64_t m_shadow_passed = 0, m_shadow_failed = 0;
+  void request_shadow(uint64_t conn, const KernelKey& key, const VariantId& variant);
+  void start_shadow_job(JobEntry& job);
+  void finish_shadow_job(JobEntry& job, const Verdict& v);
   std::map<uint64_t, CaptureRequestEntry> m_capture_requests; // by request id
   // conn -> kernel -> variant installed there
   std::map<uint64_t, std::map<KernelKey, VariantId>> m_installed;

@@ -590,7 +590,8 @@ bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_ou
   std::lock_guard lock(e->mutex);
   Node* target = nullptr;
   for (Node& n : e->nodes) {
-    if (n.enabled && n.record && n.record->captures_pending()) {
+    if (n.enabled && n.record && n.record->captures_pending() &&
+        !n.record->capture_shadow.load(std::memory_order_acquire)) {
       target = &n;
       break;
     }
@@ -1010,7 +1011,9 @@ void graph_fold() {
     fold_locked(*e);
     if (e->destroyed) gone.push_back(e); // freed below, under g_mutex
     for (const Node& n : e->nodes) {
-      if (n.record && n.record->captures_pending()) capture_due = true;
+      if (n.record && n.record->captures_pending() &&
+          !n.record->capture_shadow.load(std::memory_order_acquire))
+        capture_due = true;
     }
   }
   if (!capture_due) g_capture_hint.store(0, std::memory_order_relaxed);

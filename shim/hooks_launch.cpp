@@ -123,6 +123,23 @@ __attribute__((noinline)) CUresult captured(KernelRecord* r, CUfunction f, const
   return CUresult(capture_launch(r, f, a, [&] { return int(call(f)); }));
 }
 
+// A shadow check's capture (the daemon asked for one of a served launch): the variant runs, its
+// outputs are copied after it, and honed compares them with the original's on the same inputs.
+// A variant launch that fails runs the original, as swapped() does.
+template <class Call>
+__attribute__((noinline)) CUresult shadowed(KernelRecord* r, const Swap* s, CUfunction f,
+                                            const LaunchArgs& a, Call&& call) {
+  const auto variant = static_cast<CUfunction>(s->function);
+  CUresult res =
+      CUresult(capture_launch(r, s->function, a, [&] { return int(call(variant)); }));
+  if (res == CUDA_SUCCESS) {
+    counts::bump(counts::of(r->index).variant_launches);
+    return res;
+  }
+  r->fallbacks.fetch_add(1, std::memory_order_relaxed);
+  return call(f);
+}
+
 // A launch into a stream being captured into a graph runs nothing now: it is not counted, timed
 // or captured (the replays of the graph are). It is recorded as the variant serving the kernel
 // when the guard passes, so the graph made from the capture starts out served; the shim keeps
@@ -153,7 +170,15 @@ template <class Call> inline CUresult launch(CUfunction f, const LaunchArgs& a, 
     return recorded(s, f, a, call);
   }
   if (__builtin_expect(r->captures_pending() != 0, 0)) {
-    res = captured(r, f, a, call); // captures always run (and measure) the original
+    if (!r->capture_shadow.load(std::memory_order_acquire)) {
+      res = captured(r, f, a, call); // captures always run (and measure) the original
+    } else if (s && guard_passes(*s, a)) {
+      res = shadowed(r, s, f, a, call); // ... except a shadow check's: the variant
+    } else if (s) {
+      res = swapped(r, s, f, a, call); // not served: nothing to shadow-check
+    } else {
+      res = run(r, f, a, call);
+    }
   } else if (s) {
     res = swapped(r, s, f, a, call);
   } else {

@@ -90,6 +90,8 @@ struct KernelRecord {
   uint64_t capture_request = 0;
   uint64_t capture_max_bytes = 0;
   bool capture_outputs = false;
+  // The pending captures are a shadow check's: only launches a variant serves, running it.
+  std::atomic<bool> capture_shadow{false};
 
   // Pointer fields of the parameters, from the PTX analysis (computed once, on a capture).
   std::once_flag pointers_once;

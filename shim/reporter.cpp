@@ -560,10 +560,11 @@ bool Reporter::Impl::handle(const proto::FrameHeader& h, std::string_view payloa
       std::lock_guard lock(rec->capture_mutex);
       rec->capture_request = req.request;
       rec->capture_max_bytes = req.max_bytes;
-      rec->capture_outputs = req.with_outputs;
+      rec->capture_outputs = req.with_outputs || req.shadow;
     }
+    rec->capture_shadow.store(req.shadow, std::memory_order_release);
     rec->set_captures_pending(req.launches);
-    graph_capture_requested();
+    if (!req.shadow) graph_capture_requested(); // replays are not shadow-checked
     return true;
   }
   case proto::MsgType::install_variant: {

@@ -1,5 +1,6 @@
 // honectl: the operator's view of honed — what it sees, what it optimized, and the switches to
 // turn any of it off. Talks to honed over its socket (docs/protocol.md, "control").
+#include "common/cheats.hpp"
 #include "common/version.hpp"
 #include "config/config.hpp"
 #include "tools/honectl_doctor.hpp"
@@ -469,6 +470,25 @@ void show_variant(const json& v) {
   }
   t.row({"speedup", speed});
   t.row({"verdict", str(v, "verdict")});
+  // A refused candidate: the cheat its verdict matched (common/cheats.hpp, docs/security.md), in
+  // the worker's evidence or, for a variant a shadow check withdrew, beside it.
+  std::string id;
+  if (const json e = v.value("evidence", json()); e.is_object()) {
+    if (e.contains("pattern") && e["pattern"].is_string()) {
+      id = e["pattern"].get<std::string>();
+    } else if (e.contains("worker") && e["worker"].is_object() &&
+               e["worker"].value("pattern", json()).is_string()) {
+      id = e["worker"]["pattern"].get<std::string>();
+    }
+  }
+  if (!id.empty()) {
+    if (const CheatPattern* p = cheat_pattern(id)) {
+      t.row({"pattern", id + ": " + std::string(p->title)});
+      t.row({"caught by", std::string(p->defence)});
+    } else {
+      t.row({"pattern", id});
+    }
+  }
   t.row({"created", when(num<int64_t>(v, "created"))});
   t.row({"image", human_bytes(num<uint64_t>(v, "image_size"))});
   std::string opts;

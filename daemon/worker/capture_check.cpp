@@ -2,9 +2,12 @@
 
 #include "daemon/worker/original_memo.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 namespace hone::worker {
 
@@ -13,6 +16,22 @@ namespace {
 // The emulated device varies its block and warp order by this seed, read at every launch, so a
 // race shows up as two different results; a real driver ignores it.
 constexpr const char* k_seed_env = "HONE_EMU_SCHEDULE_SEED";
+// And fills each block's shared memory and each thread's local memory with garbage from this seed
+// (the schedule seed, unless a diagnosis asks for another): a candidate that reads memory it never
+// wrote gives different results. A real driver ignores it.
+constexpr const char* k_fill_env = "HONE_EMU_FILL_SEED";
+// A fill seed no schedule seed gives (schedule seeds are below 2^31).
+constexpr uint64_t k_other_fill = 0xF111'5EEDull << 32;
+// The guard zones' second pattern (every byte flipped in 7 bits).
+constexpr uint8_t k_other_guard = 0x7F;
+
+void set_seed(const char* name, uint64_t v) {
+  if (v) {
+    ::setenv(name, std::to_string(v).c_str(), 1);
+  } else {
+    ::unsetenv(name);
+  }
+}
 
 // More schedules the original gets before a difference is blamed on the candidate.
 constexpr uint64_t k_probe_runs = 6;
@@ -65,13 +84,14 @@ Failure CaptureCheck::launch_failure(Who who, const Error& e) const {
                 e.message,
             lost};
   }
-  VerdictKind kind = VerdictKind::launch_error;
+  Failure f{VerdictKind::launch_error, "the candidate failed on " + where + ": " + e.message, lost};
   if (code == CUDA_ERROR_ILLEGAL_ADDRESS || code == CUDA_ERROR_MISALIGNED_ADDRESS) {
-    kind = VerdictKind::illegal_address;
+    f.kind = VerdictKind::illegal_address;
+    f.pattern = "out-of-bounds";
   } else if (code == CUDA_ERROR_LAUNCH_TIMEOUT) {
-    kind = VerdictKind::timeout;
+    f.kind = VerdictKind::timeout;
   }
-  return {kind, "the candidate failed on " + where + ": " + e.message, lost};
+  return f;
 }
 
 std::optional<Failure> CaptureCheck::place() {
@@ -182,11 +202,8 @@ std::optional<Failure> CaptureCheck::run(Who who, Fill fill, uint64_t seed,
       return internal(r.error());
     }
   }
-  if (seed) {
-    ::setenv(k_seed_env, std::to_string(seed).c_str(), 1);
-  } else {
-    ::unsetenv(k_seed_env);
-  }
+  set_seed(k_seed_env, seed);
+  set_seed(k_fill_env, m_fill_seed ? *m_fill_seed : seed);
   CUfunction fn = who == Who::original ? m_kernels.original : m_kernels.candidate;
   if (who == Who::candidate && m_watchdog) {
     // Generous: a correct candidate is not many times slower than the original.
@@ -214,20 +231,17 @@ std::optional<Failure> CaptureCheck::run(Who who, Fill fill, uint64_t seed,
                                                 "buffers (" +
                                                 where + ")"};
     }
-    return Failure{VerdictKind::illegal_address,
-                   "the candidate wrote outside its buffers on capture " + std::to_string(m_index) +
-                       ": " + where};
+    Failure f{VerdictKind::illegal_address,
+              "the candidate wrote outside its buffers on capture " + std::to_string(m_index) +
+                  ": " + where};
+    f.pattern = "out-of-bounds";
+    return f;
   }
   out = std::move(*snap);
   return std::nullopt;
 }
 
-std::optional<Failure> CaptureCheck::validate(uint64_t seed1, uint64_t seed2) {
-  struct Release {
-    CaptureCheck* self;
-    ~Release() { self->release(); }
-  } release_at_exit{this};
-  m_runs = 0;
+std::optional<Failure> CaptureCheck::learn_allocations() {
   auto allocs = collect_allocations(m_capture, m_data);
   if (!allocs) {
     return Failure{VerdictKind::internal, "capture " + std::to_string(m_index) +
@@ -270,6 +284,17 @@ std::optional<Failure> CaptureCheck::validate(uint64_t seed1, uint64_t seed2) {
     info.type = known ? element_type(types) : ElementType{};
     info.written = written;
   }
+  return std::nullopt;
+}
+
+std::optional<Failure> CaptureCheck::validate(uint64_t seed1, uint64_t seed2) {
+  struct Release {
+    CaptureCheck* self;
+    ~Release() { self->release(); }
+  } release_at_exit{this};
+  m_runs = 0;
+  m_perturbed = nlohmann::json::array();
+  if (auto f = learn_allocations()) return f;
   if (auto f = place()) return f;
 
   // Steps a-c do not depend on the candidate: a job before this one on the same original, capture
@@ -437,11 +462,21 @@ std::optional<Failure> CaptureCheck::check_candidate(const OriginalRuns& origina
     bool varies = false;
     if (auto f = original_varies(a, varies)) return f;
     if (varies) continue;
-    return Failure{VerdictKind::nondeterministic,
-                   "two runs of the candidate on capture " + std::to_string(m_index) +
-                       " differ (a race?) in " + name(a) + ", " + describe(d) +
-                       " (the first run is 'want'); the original gives one result under " +
-                       std::to_string(2 + k_probe_runs) + " schedules"};
+    auto why = diagnose(seed1, Fill::poison, c1, seed2);
+    if (auto* f = std::get_if<Failure>(&why)) return *f;
+    std::string_view pattern = std::get<std::string_view>(why);
+    if (pattern.empty()) pattern = "race"; // on a GPU, where seeds change nothing
+    const char* what = pattern == "out-of-bounds" ? "it reads outside its buffers"
+                       : pattern == "uninitialized-memory"
+                           ? "it reads shared or local memory it never wrote"
+                           : "a race: the result depends on the schedule";
+    Failure f{VerdictKind::nondeterministic,
+              "two runs of the candidate on capture " + std::to_string(m_index) + " differ (" +
+                  what + ") in " + name(a) + ", " + describe(d) +
+                  " (the first run is 'want'); the original gives one result under " +
+                  std::to_string(2 + k_probe_runs) + " schedules"};
+    f.pattern = pattern;
+    return f;
   }
 
   // e. The candidate against the original, every byte of every allocation.
@@ -463,11 +498,39 @@ std::optional<Failure> CaptureCheck::check_candidate(const OriginalRuns& origina
       if (varies)
         info.diff = compare(m_placement->data(o1, a), m_placement->data(c1, a), spec_for(a));
     }
+    if (!info.diff.any() && info.tolerance && info.role != Role::input) {
+      // Within tolerance, but a constant where the original's outputs vary: zeros (or any one
+      // value) passing for small results.
+      std::string_view want = m_placement->data(o1, a), got = m_placement->data(c1, a);
+      auto ranges = info.poison;
+      if (info.role == Role::read_modify_write) ranges = {{0, got.size()}};
+      for (auto [off, len] : ranges) {
+        if (constant_elements(got, info.type, info.origin, off, off + len) &&
+            !constant_elements(want, info.type, info.origin, off, off + len)) {
+          Failure f{VerdictKind::mismatch,
+                    "capture " + std::to_string(m_index) + ", " + name(a) +
+                        ": every element the original writes in bytes [" + std::to_string(off) +
+                        ", " + std::to_string(off + len) +
+                        ") holds one value in the candidate's result, while the original's vary "
+                        "(within the tolerance, max abs error " +
+                        std::to_string(info.diff.max_abs_err) + ")"};
+          f.pattern = "degenerate-output";
+          return f;
+        }
+      }
+    }
     if (info.diff.any()) {
       std::string why;
       if (info.role == Role::input) why = " (a buffer the original does not change)";
-      return Failure{VerdictKind::mismatch, "capture " + std::to_string(m_index) + ", " + name(a) +
-                                                why + ": " + describe(info.diff)};
+      Failure f{VerdictKind::mismatch, "capture " + std::to_string(m_index) + ", " + name(a) +
+                                           why + ": " + describe(info.diff)};
+      f.pattern = mismatch_pattern(a, m_placement->data(o1, a), m_placement->data(c1, a));
+      if (f.pattern.empty()) {
+        auto why_run = diagnose(seed1, Fill::poison, c1);
+        if (auto* g = std::get_if<Failure>(&why_run)) return *g;
+        f.pattern = std::get<std::string_view>(why_run);
+      }
+      return f;
     }
   }
 
@@ -476,7 +539,7 @@ std::optional<Failure> CaptureCheck::check_candidate(const OriginalRuns& origina
   // held before the launch.
   bool any_poison = false;
   for (const auto& info : m_info) any_poison = any_poison || !info.poison.empty();
-  if (!any_poison) return std::nullopt;
+  if (!any_poison) return check_perturbed(seed1);
   Placement::Snapshot c3;
   if (auto f = run(Who::candidate, Fill::poison_alt, seed1, c3)) return f;
   for (size_t a = 0; a < m_allocs.size(); ++a) {
@@ -484,13 +547,334 @@ std::optional<Failure> CaptureCheck::check_candidate(const OriginalRuns& origina
     if (!m_info[a].original_nondeterministic) spec.tolerance = nullptr;
     Difference d = compare(m_placement->data(c1, a), m_placement->data(c3, a), spec);
     if (d.any()) {
-      return Failure{VerdictKind::mismatch,
-                     "capture " + std::to_string(m_index) + ", " + name(a) +
-                         ": the candidate's result depends on what the outputs held before the "
-                         "launch (it leaves bytes the original writes unwritten, or reads them): " +
-                         describe(d) +
-                         " ('want' with outputs pre-filled with 0xFF, 'got' with 0x5A)"};
+      Failure f{VerdictKind::mismatch,
+                "capture " + std::to_string(m_index) + ", " + name(a) +
+                    ": the candidate's result depends on what the outputs held before the "
+                    "launch (it leaves bytes the original writes unwritten, or reads them): " +
+                    describe(d) + " ('want' with outputs pre-filled with 0xFF, 'got' with 0x5A)"};
+      f.pattern = "result-reuse";
+      return f;
     }
+  }
+  return check_perturbed(seed1);
+}
+
+std::optional<Failure> CaptureCheck::check_perturbed(uint64_t seed1) {
+  using nlohmann::json;
+  std::mt19937_64 rng(seed1 ^ (0xC0FFEEull + m_index));
+  std::uniform_real_distribution<double> factor(0.5, 1.5);
+  // Floating-point inputs: the same values, shuffled and each scaled by 0.5-1.5 (signs, and so the
+  // cancellations a reordered sum meets, stay as captured).
+  std::vector<std::string> values(m_allocs.size());
+  std::vector<std::string> changed_values;
+  for (size_t a = 0; a < m_allocs.size(); ++a) {
+    const Alloc& info = m_info[a];
+    if (info.role != Role::input || (info.type.dtype != Dtype::f32 && info.type.dtype != Dtype::f64))
+      continue;
+    const uint32_t size = info.type.size;
+    std::string bytes(m_allocs[a].before);
+    const uint64_t first = info.origin % size;
+    std::vector<double> v;
+    for (uint64_t o = first; o + size <= bytes.size(); o += size) {
+      if (size == 4) {
+        float f;
+        std::memcpy(&f, bytes.data() + o, 4);
+        v.push_back(f);
+      } else {
+        double d;
+        std::memcpy(&d, bytes.data() + o, 8);
+        v.push_back(d);
+      }
+    }
+    if (v.size() < 2) continue;
+    std::shuffle(v.begin(), v.end(), rng);
+    size_t k = 0;
+    for (uint64_t o = first; o + size <= bytes.size(); o += size, ++k) {
+      double x = std::isfinite(v[k]) ? v[k] * factor(rng) : v[k];
+      if (size == 4) {
+        float f = float(x);
+        std::memcpy(bytes.data() + o, &f, 4);
+      } else {
+        std::memcpy(bytes.data() + o, &x, 8);
+      }
+    }
+    if (bytes == m_allocs[a].before) continue;
+    values[a] = std::move(bytes);
+    changed_values.push_back(name(a));
+  }
+  // Scalars outside the guard: floating-point ones scaled by 0.5-1.5; integers (sizes, counts)
+  // halved when even and at least 2.
+  struct Scalar {
+    uint32_t param;
+    std::string bytes;
+    bool integer;
+  };
+  std::vector<Scalar> scalars;
+  if (m_entry) {
+    for (uint32_t p = 0; p < m_entry->params.size() && p < m_capture.params.size(); ++p) {
+      const ptx::ParamInfo& pi = m_entry->params[p];
+      if (pi.is_pointer() || pi.aggregate || pi.address_taken) continue;
+      bool guarded = false, buffer = false;
+      for (const auto& g : m_job.guard.scalars) guarded = guarded || g.param == p;
+      for (const auto& b : m_capture.buffers) buffer = buffer || b.param == p;
+      if (guarded || buffer) continue;
+      const auto& slot = m_capture.params[p];
+      std::string bytes = m_params.substr(slot.offset, slot.size);
+      using T = ptx::Type;
+      if ((pi.type == T::f32 && slot.size == 4) || (pi.type == T::f64 && slot.size == 8)) {
+        double x;
+        if (slot.size == 4) {
+          float f;
+          std::memcpy(&f, bytes.data(), 4);
+          x = f;
+        } else {
+          std::memcpy(&x, bytes.data(), 8);
+        }
+        if (!std::isfinite(x)) continue;
+        x = x == 0 ? 0.25 : x * factor(rng);
+        if (slot.size == 4) {
+          float f = float(x);
+          std::memcpy(bytes.data(), &f, 4);
+        } else {
+          std::memcpy(bytes.data(), &x, 8);
+        }
+        scalars.push_back({p, bytes, false});
+      } else if ((slot.size == 4 || slot.size == 8) &&
+                 (pi.type == T::u32 || pi.type == T::s32 || pi.type == T::b32 ||
+                  pi.type == T::u64 || pi.type == T::s64 || pi.type == T::b64)) {
+        uint64_t v = 0;
+        std::memcpy(&v, bytes.data(), slot.size);
+        if (slot.size == 4 && pi.type == T::s32 && int32_t(v) < 0) continue;
+        if (slot.size == 8 && pi.type == T::s64 && int64_t(v) < 0) continue;
+        if (v < 2 || v % 2) continue;
+        v /= 2;
+        std::memcpy(bytes.data(), &v, slot.size);
+        scalars.push_back({p, bytes, true});
+      }
+    }
+  }
+  bool any_float_scalar = false, any_int_scalar = false;
+  for (const auto& s : scalars) (s.integer ? any_int_scalar : any_float_scalar) = true;
+
+  struct Pass {
+    const char* name;
+    bool sizes;
+  };
+  std::vector<Pass> passes;
+  if (!changed_values.empty() || any_float_scalar) passes.push_back({"values", false});
+  if (any_int_scalar) passes.push_back({"values and sizes", true});
+  for (const Pass& pass : passes) {
+    std::string what;
+    auto add = [&](const std::string& s) { what += (what.empty() ? "" : ", ") + s; };
+    for (const auto& n : changed_values) add(n + " shuffled and scaled");
+    for (const auto& s : scalars) {
+      if (s.integer && !pass.sizes) continue;
+      add(param_name(s.param) + (s.integer ? " halved" : " scaled"));
+    }
+    json record{{"pass", pass.name}, {"changed", what}};
+    // Place the perturbed copy in place of the capture, then put everything back.
+    std::vector<CapturedAllocation> saved = m_allocs;
+    std::string saved_params = m_params;
+    for (size_t a = 0; a < m_allocs.size(); ++a) {
+      if (!values[a].empty()) m_allocs[a].before = values[a];
+    }
+    m_placement.reset();
+    auto restore_capture = [&] {
+      m_placement.reset();
+      m_allocs = saved;
+      m_params = saved_params;
+    };
+    if (auto f = place()) {
+      restore_capture();
+      return f;
+    }
+    for (size_t a = 0; a < m_allocs.size(); ++a) {
+      for (auto [off, len] : m_info[a].poison) m_placement->poison(a, off, len);
+    }
+    for (const auto& s : scalars) {
+      if (s.integer && !pass.sizes) continue;
+      m_params.replace(m_capture.params[s.param].offset, s.bytes.size(), s.bytes);
+    }
+    Placement::Snapshot o, c;
+    if (auto f = run(Who::original, Fill::poison, seed1, o)) {
+      restore_capture();
+      if (f->context_lost) return f;
+      // Not an input the kernel accepts: this copy proves nothing.
+      record["result"] = "skipped: the original does not run on it (" + f->message + ")";
+      m_perturbed.push_back(std::move(record));
+      continue;
+    }
+    if (auto f = run(Who::candidate, Fill::poison, seed1, c)) {
+      restore_capture();
+      f->message += " (on a perturbed copy of capture " + std::to_string(m_index) + ": " + what +
+                    ")";
+      if (f->pattern.empty()) f->pattern = "input-specific";
+      return f;
+    }
+    for (size_t a = 0; a < m_allocs.size(); ++a) {
+      if (m_info[a].original_nondeterministic) continue;
+      CompareSpec spec;
+      spec.type = m_info[a].type;
+      spec.origin = m_info[a].origin;
+      if (m_info[a].tolerance) spec.tolerance = &m_job.tolerance;
+      Difference d = compare(m_placement->data(o, a), m_placement->data(c, a), spec);
+      if (!d.any()) continue;
+      restore_capture();
+      Failure f{VerdictKind::mismatch,
+                "correct on capture " + std::to_string(m_index) +
+                    " but not on a perturbed copy of it (" + what + "): " + name(a) + ", " +
+                    describe(d)};
+      f.pattern = "input-specific";
+      return f;
+    }
+    restore_capture();
+    record["result"] = "equal";
+    m_perturbed.push_back(std::move(record));
+  }
+  return std::nullopt;
+}
+
+std::variant<std::string_view, Failure> CaptureCheck::diagnose(uint64_t seed, Fill fill,
+                                                                const Placement::Snapshot& c1,
+                                                                uint64_t other_schedule) {
+  auto differs = [&](const Placement::Snapshot& s) {
+    for (size_t a = 0; a < m_allocs.size(); ++a) {
+      if (m_placement->data(s, a) != m_placement->data(c1, a)) return true;
+    }
+    return false;
+  };
+  Placement::Snapshot probe;
+  // Another guard pattern: a write there is a guard hit (run() says so), a read changes the result.
+  m_placement->set_guard_mask(k_other_guard);
+  auto f = run(Who::candidate, fill, seed, probe);
+  m_placement->set_guard_mask(0);
+  if (f) return *f;
+  if (differs(probe)) return std::string_view("out-of-bounds");
+  // Another schedule, the same garbage in shared and local memory.
+  if (other_schedule) {
+    m_fill_seed = seed;
+    f = run(Who::candidate, fill, other_schedule, probe);
+    m_fill_seed.reset();
+    if (f) return *f;
+    if (differs(probe)) return std::string_view("race");
+  }
+  // Other garbage in shared and local memory.
+  m_fill_seed = k_other_fill ^ seed;
+  f = run(Who::candidate, fill, seed, probe);
+  m_fill_seed.reset();
+  if (f) return *f;
+  if (differs(probe)) return std::string_view("uninitialized-memory");
+  return std::string_view();
+}
+
+std::string_view CaptureCheck::mismatch_pattern(size_t a, std::string_view want,
+                                                std::string_view got) const {
+  const Alloc& info = m_info[a];
+  if (info.role == Role::input) return "input-modification";
+  // Poison left where the original writes something else: the candidate did not write it. A run
+  // of 8 poison bytes, not one: any value may hold a 0xFF byte.
+  constexpr uint64_t k_run = 8;
+  for (auto [off, len] : info.poison) {
+    const uint64_t end = std::min<uint64_t>(off + len, got.size());
+    for (uint64_t i = off, run = 0; i < end; ++i) {
+      run = uint8_t(got[i]) == k_poison ? run + 1 : 0;
+      if (run >= k_run && want.substr(i + 1 - k_run, k_run) != std::string(k_run, char(k_poison)))
+        return "result-reuse";
+    }
+  }
+  if (info.type.dtype != Dtype::exact) {
+    auto ranges = info.poison;
+    if (info.role == Role::read_modify_write) ranges = {{0, got.size()}};
+    for (auto [off, len] : ranges) {
+      if (constant_elements(got, info.type, info.origin, off, off + len) &&
+          !constant_elements(want, info.type, info.origin, off, off + len)) {
+        return "degenerate-output";
+      }
+    }
+  }
+  return {};
+}
+
+std::optional<Failure> CaptureCheck::shadow(uint64_t seed1, uint64_t seed2) {
+  struct Release {
+    CaptureCheck* self;
+    ~Release() { self->release(); }
+  } release_at_exit{this};
+  m_runs = 0;
+  m_perturbed = nlohmann::json::array();
+  if (auto f = learn_allocations()) return f;
+  if (auto f = place()) return f;
+  Placement::Snapshot o1, o2;
+  if (auto f = run(Who::original, Fill::clean, seed1, o1)) return f;
+  if (auto f = run(Who::original, Fill::clean, seed2, o2)) return f;
+  size_t compared = 0;
+  for (size_t a = 0; a < m_allocs.size(); ++a) {
+    Alloc& info = m_info[a];
+    const CaptureBuffer* with_after = nullptr;
+    for (uint32_t bi : m_allocs[a].buffers) {
+      if (m_capture.buffers[bi].after != ~0ull) with_after = &m_capture.buffers[bi];
+    }
+    if (!with_after) continue;
+    if (with_after->after > m_data.size() || m_data.size() - with_after->after < m_allocs[a].size) {
+      return Failure{VerdictKind::internal, "capture " + std::to_string(m_index) +
+                                                " is inconsistent: " + name(a) +
+                                                "'s bytes after the launch lie past its data"};
+    }
+    std::string_view served = m_data.substr(with_after->after, m_allocs[a].size);
+    std::string_view want = m_placement->data(o1, a);
+    CompareSpec spec;
+    spec.type = info.type;
+    spec.origin = info.origin;
+    info.tolerance = info.type.dtype != Dtype::exact && m_job.comparison == Comparison::tolerance;
+    if (want != m_placement->data(o2, a)) {
+      // The original varies here itself: only a tolerance, widened by its spread, can compare.
+      info.original_nondeterministic = true;
+      if (info.type.dtype == Dtype::exact) continue;
+      info.tolerance = true;
+      spec.spread = m_placement->data(o2, a);
+    }
+    if (info.tolerance) spec.tolerance = &m_job.tolerance;
+    info.role = want == m_allocs[a].before ? Role::input : Role::output;
+    info.diff = compare(want, served, spec);
+    ++compared;
+    if (info.diff.any()) {
+      Failure f{VerdictKind::mismatch,
+                "a launch the variant served in the application left " + name(a) +
+                    " different from what the original computes on the same inputs: " +
+                    describe(info.diff) + " ('got' is the variant's, 'want' the original's)"};
+      f.pattern = "correct-while-checked";
+      return f;
+    }
+  }
+  if (!compared) {
+    return Failure{VerdictKind::unsupported,
+                   "capture " + std::to_string(m_index) +
+                       " holds no buffer after the launch that the original's result can be "
+                       "compared with (buffers are exact and the original varies, or none was "
+                       "copied after the launch)"};
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> CaptureCheck::recheck(uint64_t seed, size_t runs) {
+  Placement::Snapshot o, c;
+  if (auto f = run(Who::original, Fill::poison, seed, o)) return f;
+  if (auto f = run(Who::candidate, Fill::poison, seed, c)) return f;
+  for (size_t a = 0; a < m_allocs.size(); ++a) {
+    const Alloc& info = m_info[a];
+    if (info.original_nondeterministic) continue;
+    CompareSpec spec;
+    spec.type = info.type;
+    spec.origin = info.origin;
+    if (info.tolerance) spec.tolerance = &m_job.tolerance;
+    Difference d = compare(m_placement->data(o, a), m_placement->data(c, a), spec);
+    if (!d.any()) continue;
+    Failure f{VerdictKind::mismatch,
+              "correct when validated, but after " + std::to_string(runs) +
+                  " launches in the benchmark the candidate's result on capture " +
+                  std::to_string(m_index) + " differs: " + name(a) + ", " + describe(d)};
+    f.pattern = "correct-while-checked";
+    return f;
   }
   return std::nullopt;
 }
@@ -509,6 +893,10 @@ std::variant<double, Failure> CaptureCheck::timed_run(bool candidate) {
                    cuda::is_sticky(CUresult(r.error().code))};
   }
   ::unsetenv(k_seed_env);
+  ::unsetenv(k_fill_env);
+  // Each timed run starts from a cold L2 (on a GPU): a candidate is not timed on data a restore
+  // or the other kernel left in cache.
+  m_l2_flushed = m_device.flush_l2();
   Who who = candidate ? Who::candidate : Who::original;
   if (candidate && m_watchdog) {
     double s = std::max(60.0, 20 * m_clock->slowest_original_s);
@@ -564,6 +952,7 @@ nlohmann::json CaptureCheck::evidence() const {
          {"allocations", std::move(allocations)}};
   // The original's runs of steps a-c were an earlier job's, on the same capture and seeds.
   if (m_reused_from) j["original_runs_from_job"] = *m_reused_from;
+  if (!m_perturbed.empty()) j["perturbed"] = m_perturbed;
   return j;
 }
 

@@ -22,9 +22,16 @@ namespace hone::worker {
 
 // Why a job ends before it is verified.
 struct Failure {
+  Failure() = default;
+  Failure(VerdictKind k, std::string m, bool lost = false, std::string_view p = {})
+      : kind(k), message(std::move(m)), context_lost(lost), pattern(p) {}
+
   VerdictKind kind = VerdictKind::internal;
   std::string message;
   bool context_lost = false; // a sticky fault: the worker must exit once the verdict is sent
+  // The cheat the refusal matched (common/cheats.hpp id), when it names one: the evidence's
+  // "pattern", and the verdict message ends with it.
+  std::string_view pattern;
 };
 
 struct Kernels {
@@ -49,12 +56,24 @@ public:
   // Steps a-e for this capture with schedule seeds `seed1` and `seed2`. Leaves nothing allocated.
   std::optional<Failure> validate(uint64_t seed1, uint64_t seed2);
 
+  // A shadow check (Job::shadow_check): the capture is of a launch a variant served, with the
+  // buffers after it. The original runs on the same inputs under `seed1` and `seed2`; every
+  // captured output must equal what it computes (within the job's tolerance, or the original's
+  // own spread where it varies). Leaves nothing allocated.
+  std::optional<Failure> shadow(uint64_t seed1, uint64_t seed2);
+
   // For the benchmark: restore the buffers again (with the poisoning validate() decided) and
   // keep them until release().
   std::optional<Failure> prepare();
+  // After the benchmark (between prepare() and release()): the original and the candidate once
+  // more under `seed`, compared as in validation. A candidate that changes after its first
+  // launches in this worker (`runs` so far) is a `mismatch` (correct-while-checked).
+  std::optional<Failure> recheck(uint64_t seed, size_t runs);
   // One timed run: restore (poisoned), launch, wait. Device nanoseconds.
   std::variant<double, Failure> timed_run(bool candidate);
   void release();
+  // The last timed run started from a flushed L2 (Device::flush_l2).
+  bool l2_flushed() const { return m_l2_flushed; }
 
   // The capture's part of the evidence (after validate()).
   nlohmann::json evidence() const;
@@ -104,6 +123,8 @@ private:
   };
 
   std::optional<Failure> place();
+  // The capture's allocations and what the original's PTX says of each (validate(), shadow()).
+  std::optional<Failure> learn_allocations();
   // Steps d-f: the candidate against what the original showed.
   std::optional<Failure> check_candidate(const OriginalRuns& original, uint64_t seed1,
                                          uint64_t seed2);
@@ -113,6 +134,21 @@ private:
                                                std::vector<std::string>& spread);
   std::optional<Failure> run(Who who, Fill fill, uint64_t seed, Placement::Snapshot& out,
                              size_t fill_allocation = ~size_t(0));
+  // Which pattern explains a candidate result that differs where it should not (`c1`: its run
+  // under `seed` with `fill`): run again with the guard zones refilled differently (out of
+  // bounds), under `other_schedule` with the same garbage in shared and local memory (a race;
+  // when given), then with other garbage there (uninitialized memory). Returns the pattern id, or
+  // an empty view when none changes the result.
+  std::variant<std::string_view, Failure> diagnose(uint64_t seed, Fill fill,
+                                                   const Placement::Snapshot& c1,
+                                                   uint64_t other_schedule = 0);
+  // A mismatch in allocation `a` (`o1` the original's result, `c1` the candidate's): the pattern
+  // it shows, when one is plain from the bytes.
+  std::string_view mismatch_pattern(size_t a, std::string_view want, std::string_view got) const;
+  // Step g: perturbed copies of the capture (other floating-point input values; then also halved
+  // integer sizes). The original's result on them is the reference; a candidate that differs
+  // takes a shortcut for what the captures hold.
+  std::optional<Failure> check_perturbed(uint64_t seed1);
   Failure launch_failure(Who who, const Error& e) const;
   std::string name(size_t a) const;
   std::string param_name(uint32_t param) const;
@@ -138,6 +174,11 @@ private:
   uint32_t m_runs = 0;
   OriginalMemo* m_memo = nullptr;
   std::optional<uint64_t> m_reused_from;
+  // Seeds for the emulated device's fill of shared and local memory: the schedule seed unless
+  // a diagnosis sets another.
+  std::optional<uint64_t> m_fill_seed;
+  nlohmann::json m_perturbed = nlohmann::json::array(); // evidence of step g
+  bool m_l2_flushed = false; // the last timed run started from a flushed L2
 };
 
 } // namespace hone::worker

@@ -179,6 +179,15 @@ Difference compare(std::string_view want, std::string_view got, const CompareSpe
   for (uint64_t i = 0; i < std::min(phase, n); ++i) {
     if (want[i] != got[i]) note_bytes(i);
   }
+  // The absolute part of the tolerance never exceeds the relative one at the original's largest
+  // magnitude: where every output of the original is tiny, zeros are not "within tolerance".
+  double scale = 0;
+  if (floating && spec.tolerance) {
+    for (uint64_t o = phase; o + size <= n; o += size) {
+      double w = std::fabs(as_double(spec.type.display, load_bits(want.data() + o, size)));
+      if (std::isfinite(w)) scale = std::max(scale, w);
+    }
+  }
   uint64_t off = phase;
   for (; off + size <= n; off += size) {
     ++d.elements;
@@ -206,6 +215,7 @@ Difference compare(std::string_view want, std::string_view got, const CompareSpe
           rel = t.f16_rel;
           abs = t.f16_abs;
         }
+        if (scale > 0) abs = std::min(abs, rel * scale);
         double allowed = abs + rel * std::fabs(w);
         if (spec.spread.size() >= off + size) {
           double s = as_double(spec.type.display, load_bits(spec.spread.data() + off, size));
@@ -228,6 +238,20 @@ Difference compare(std::string_view want, std::string_view got, const CompareSpe
     if (want[off] != got[off]) note_bytes(off);
   }
   return d;
+}
+
+bool constant_elements(std::string_view bytes, const ElementType& type, uint64_t origin,
+                       uint64_t from, uint64_t to) {
+  const uint32_t size = std::max<uint32_t>(1, type.size);
+  to = std::min<uint64_t>(to, bytes.size());
+  // The first whole element at or after `from`, on the element grid that starts at `origin`.
+  uint64_t at = from + (origin % size + size - from % size) % size;
+  if (at + size > to) return false;
+  std::string_view first = bytes.substr(at, size);
+  for (uint64_t o = at + size; o + size <= to; o += size) {
+    if (bytes.substr(o, size) != first) return false;
+  }
+  return true;
 }
 
 std::string describe(const Difference& d) {

@@ -57,6 +57,11 @@ struct Difference {
 // Compare `got` with `want` (the same size).
 Difference compare(std::string_view want, std::string_view got, const CompareSpec& spec);
 
+// Every whole element in [from, to) of `bytes` (elements of `type` laid from `origin`) has the
+// same bytes, and there is at least one.
+bool constant_elements(std::string_view bytes, const ElementType& type, uint64_t origin,
+                       uint64_t from, uint64_t to);
+
 // "element 17: got 1.5 (0x3fc00000), want 2.25 (0x40100000) (12 of 4096 elements differ)".
 std::string describe(const Difference& d);
 

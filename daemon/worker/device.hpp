@@ -79,6 +79,11 @@ public:
   Result<void> download(void* dst, uint64_t src, size_t bytes) const;
   Result<void> fill(uint64_t dst, uint8_t value, size_t bytes) const;
 
+  // Evict the L2 before a timed run: write a scratch buffer of twice its size (allocated on first
+  // use). False when the device has no L2 to flush this way: its size unknown, the scratch buffer
+  // not allocatable, or the emulated device, whose timing keeps no cache between launches.
+  bool flush_l2();
+
 private:
   Device() = default;
   std::shared_ptr<const cuda::DriverApi> m_api;
@@ -93,6 +98,10 @@ private:
   int m_driver_version = 0;
   std::string m_name;
   bool m_vmm = false;
+  CUdeviceptr m_l2_scratch = 0;
+  size_t m_l2_scratch_bytes = 0;
+  bool m_l2_tried = false;
+  uint8_t m_l2_value = 0;
 };
 
 } // namespace hone::worker

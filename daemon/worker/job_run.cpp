@@ -1,6 +1,9 @@
 #include "daemon/worker/job_run.hpp"
 
+#include "common/cheats.hpp"
+
 #include "daemon/worker/bench.hpp"
+#include "daemon/worker/candidate_checks.hpp"
 #include "daemon/worker/capture_check.hpp"
 #include "daemon/worker/compile.hpp"
 #include "daemon/worker/original_memo.hpp"
@@ -112,6 +115,7 @@ public:
 
 private:
   std::optional<Failure> go();
+  std::optional<Failure> shadow(CUfunction original);
   std::optional<Failure> validate_all(uint64_t seed1, uint64_t seed2, bool record);
   JobOutcome finish(std::optional<Failure> f);
   void record_measurement(const Measurement& m, const char* key);
@@ -140,6 +144,7 @@ std::optional<Failure> JobRun::go() {
   auto ofn = original->module.function(m_job.original_entry);
   if (!ofn) return Failure{VerdictKind::internal, "the original image: " + ofn.error().message};
   m_entry = analyze_original(original->ptx, m_job.original_entry);
+  if (m_job.shadow_check) return shadow(*ofn);
 
   auto candidate = load_candidate(m_device, m_job);
   if (!candidate) return Failure{VerdictKind::compile_error, candidate.error().message};
@@ -157,6 +162,11 @@ std::optional<Failure> JobRun::go() {
     return Failure{VerdictKind::load_error, "parameters differ: the original takes " +
                                                 layout_text(*lo) + ", the candidate " +
                                                 layout_text(*lc) + " (offset:size)"};
+  }
+  if (m_entry && m_job.static_checks) {
+    // What the candidate's PTX alone refuses (candidate_checks.hpp); a cubin has no PTX.
+    auto c = analyze_original(candidate->ptx, m_job.candidate_entry);
+    if (auto f = c ? check_candidate(*m_entry, *c) : std::nullopt) return f;
   }
 
   // Only captures that hold what they should, laid out as the kernel's parameters are.
@@ -202,6 +212,13 @@ std::optional<Failure> JobRun::go() {
     CaptureCheck& first = *m_checks.front();
     if (auto f = first.prepare()) return *f;
     auto m = measure(first, m_job.bench);
+    if (auto* ok = std::get_if<Measurement>(&m)) {
+      // Outputs are checked again after the timed runs, not only before them.
+      if (auto f = first.recheck(s1, ok->original_ns.size() + m_job.bench.warmup)) {
+        first.release();
+        return *f;
+      }
+    }
     first.release();
     return m;
   };
@@ -209,6 +226,7 @@ std::optional<Failure> JobRun::go() {
   if (auto* f = std::get_if<Failure>(&measured)) return *f;
   Measurement m = std::get<Measurement>(measured);
   record_measurement(m, "times_ns");
+  m_evidence["l2_flushed_between_runs"] = m_checks.front()->l2_flushed();
 
   if (m.speedup > m_job.bench.suspicious) {
     // Too good to take on one look: validate everything again under fresh schedules, and measure
@@ -260,6 +278,31 @@ std::optional<Failure> JobRun::go() {
   return std::nullopt;
 }
 
+// A shadow check: the original on each capture of a served launch, against what the variant left.
+std::optional<Failure> JobRun::shadow(CUfunction original) {
+  m_evidence["shadow_check"] = true;
+  const ptx::EntryInfo* entry = m_entry ? &*m_entry : nullptr;
+  uint64_t s1 = seed_for(m_job.kernel, 1), s2 = seed_for(m_job.kernel, 2);
+  m_evidence["seeds"] = {s1, s2};
+  size_t checked = 0;
+  for (size_t i = 0; i < m_job.captures.size(); ++i) {
+    if (m_job.captures[i].status != CaptureStatus::ok) continue;
+    CaptureCheck check(m_device, m_job, i, m_bundle.capture_data[i], entry, {original, nullptr},
+                       m_watchdog, &m_clock);
+    auto f = check.shadow(s1, s2);
+    m_evidence["captures"].push_back(check.evidence());
+    if (f) return f;
+    ++checked;
+  }
+  if (!checked) return Failure{VerdictKind::internal, "the shadow check has no usable capture"};
+  m_verdict.kind = VerdictKind::verified;
+  m_verdict.captures_used = uint32_t(checked);
+  m_verdict.message = "shadow check: on " + std::to_string(checked) + " launch" +
+                      (checked == 1 ? "" : "es") +
+                      " the variant served, its outputs equal the original's on the same inputs";
+  return std::nullopt;
+}
+
 std::optional<Failure> JobRun::validate_all(uint64_t seed1, uint64_t seed2, bool record) {
   for (auto& check : m_checks) {
     auto f = check->validate(seed1, seed2);
@@ -298,6 +341,10 @@ JobOutcome JobRun::finish(std::optional<Failure> f) {
     m_verdict.kind = f->kind;
     m_verdict.message = std::move(f->message);
     out.context_lost = f->context_lost;
+    if (const CheatPattern* p = cheat_pattern(f->pattern)) {
+      m_evidence["pattern"] = p->id;
+      m_verdict.message += " [pattern " + std::string(p->id) + ": " + std::string(p->title) + "]";
+    }
   }
   if (m_tolerance_used) m_verdict.comparison = Comparison::tolerance;
   m_evidence["comparison"] =

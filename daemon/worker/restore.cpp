@@ -279,6 +279,32 @@ std::string_view Placement::data(const Snapshot& s, size_t a) const {
   return std::string_view(s.regions[m_slots[a].region]).substr(m_slots[a].offset, m_sizes[a]);
 }
 
+template <class Fn> void Placement::for_each_guard(const Region& r, Fn&& fn) const {
+  std::vector<std::pair<uint64_t, uint64_t>> used;
+  for (size_t a : r.allocations) used.push_back({m_slots[a].offset, m_slots[a].offset + m_sizes[a]});
+  std::sort(used.begin(), used.end());
+  uint64_t at = 0;
+  for (const auto& [lo, hi] : used) {
+    if (at < lo) fn(at, lo);
+    at = std::max(at, hi);
+  }
+  if (at < r.size) fn(at, r.size);
+}
+
+void Placement::set_guard_mask(uint8_t mask) {
+  const uint8_t flip = uint8_t(mask ^ m_guard_mask);
+  m_guard_mask = mask;
+  if (!flip) return;
+  for (auto& r : m_regions) {
+    for_each_guard(r, [&](uint64_t from, uint64_t to) {
+      for (std::string* image : {&r.clean, &r.poisoned, &r.poisoned_alt}) {
+        if (image->empty()) continue;
+        for (uint64_t i = from; i < to; ++i) (*image)[i] = char(uint8_t((*image)[i]) ^ flip);
+      }
+    });
+  }
+}
+
 std::optional<Placement::GuardHit> Placement::guard_hit(const Snapshot& s) const {
   std::optional<GuardHit> hit;
   uint64_t changed = 0;

@@ -80,6 +80,11 @@ public:
   // The guard bytes `s` shows changed, if any.
   std::optional<GuardHit> guard_hit(const Snapshot& s) const;
 
+  // Refill every guard zone with the pattern XORed with `mask` (0: the usual pattern) in every
+  // later restore, and check guards against it. A candidate whose result changes with the guard
+  // bytes reads outside its buffers.
+  void set_guard_mask(uint8_t mask);
+
   // "VMM granularity 2097152" or "relocated (no VMM)": how the allocations were placed.
   const std::string& how() const { return m_how; }
 
@@ -104,6 +109,8 @@ private:
   bool try_original(const std::vector<CapturedAllocation>& allocs);
   Result<void> relocate(const std::vector<CapturedAllocation>& allocs, size_t a);
   void release(Region& r);
+  // Calls fn(from, to) for each guard range of region `r` (its bytes outside its allocations).
+  template <class Fn> void for_each_guard(const Region& r, Fn&& fn) const;
 
   Device& m_device;
   std::vector<Region> m_regions;
@@ -111,6 +118,7 @@ private:
   std::vector<uint64_t> m_sizes;
   std::vector<uint64_t> m_poisoned_bytes;
   std::string m_how;
+  uint8_t m_guard_mask = 0;
 };
 
 } // namespace hone::worker

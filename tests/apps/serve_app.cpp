@@ -5,8 +5,8 @@
 // It stops after S seconds (or N launches), or as soon as PATH exists. Blocks have B threads (default 256); --mixed-shapes launches every fourth time with half as many.
 // --alias passes one buffer as both out and in: the kernel computes in place (each thread reads
 // in[i] before it writes out[i], and no other thread touches element i).
-// Prints "progress <launches>" lines and, at the end, "launches <L> mismatches <M>"; exits 1 on a
-// mismatch. Nothing of hone: cuda.h and -lcuda only.
+// Prints "progress <launches>" lines and, at the end, "launches <L> mismatches <M> last_mismatch
+// <K>" (K: the number of the last launch that was wrong, 0 if none); exits 1 on a mismatch. Nothing of hone: cuda.h and -lcuda only.
 #include <cuda.h>
 #include <unistd.h>
 
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   if (alias) d_out = d_in;
   else check(cuMemAlloc(&d_out, size_t(n) * 4), "cuMemAlloc");
   auto start = std::chrono::steady_clock::now();
-  long launches = 0, mismatches = 0;
+  long launches = 0, mismatches = 0, last_mismatch = 0;
   for (long it = 0;; ++it) {
     if (iterations >= 0 ? it >= iterations
                         : std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= seconds) {
@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
                        block, i, out[size_t(i)], want);
         }
         ++mismatches;
+        last_mismatch = launches;
         break;
       }
     }
@@ -109,6 +110,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  std::printf("launches %ld mismatches %ld\n", launches, mismatches);
+  std::printf("launches %ld mismatches %ld last_mismatch %ld\n", launches, mismatches,
+              last_mismatch);
   return mismatches ? 1 : 0;
 }

@@ -69,6 +69,7 @@ struct AppResult {
   RunResult run;
   long launches = -1;
   long mismatches = -1;
+  long last_mismatch = -1; // the number of the last wrong launch; 0: none
 };
 
 // The serve application under the shim, attached to `socket`, in the background: it runs until
@@ -83,10 +84,11 @@ public:
     AppResult r;
     r.run = m_app.finish();
     std::smatch m;
-    static const std::regex line("launches (\\d+) mismatches (\\d+)");
+    static const std::regex line("launches (\\d+) mismatches (\\d+) last_mismatch (\\d+)");
     if (std::regex_search(r.run.out, m, line)) {
       r.launches = std::stol(m[1]);
       r.mismatches = std::stol(m[2]);
+      r.last_mismatch = std::stol(m[3]);
     }
     return r;
   }
@@ -249,7 +251,8 @@ TEST(Loop, HostileCandidatesAreRejected) {
        head + "    out[i] = in[i + (1 << 26)] * reps;\n}\n"},
       {"infinite loop", "timeout", "",
        head + "    volatile int* p = out;\n    while (p[i] != 0x7fffffff) p[i] = in[i];\n}\n"},
-      {"writes a buffer the original only reads", "mismatch", "parameter 1",
+      // Refused from its PTX before it runs (daemon/worker/candidate_checks.hpp).
+      {"writes a buffer the original only reads", "refused", "parameter 1",
        head +
            "    int v = in[i];\n    const_cast<int*>(in)[i] = v + 1;\n    out[i] = v * reps;\n}\n"},
       {"reads the output's previous contents", "mismatch", "parameter 0",
@@ -272,7 +275,18 @@ TEST(Loop, HostileCandidatesAreRejected) {
   EXPECT_EQ(k.value("variant_launches", uint64_t(1)), 0u) << k.dump(2);
   json variants = ctl.request({{"cmd", "variants"}, {"target", "accumulate"}});
   ASSERT_TRUE(variants.value("ok", false)) << variants.dump();
-  for (const auto& v : variants["result"]["variants"]) EXPECT_EQ(v.value("state", ""), "rejected");
+  std::string input_writer;
+  for (const auto& v : variants["result"]["variants"]) {
+    EXPECT_EQ(v.value("state", ""), "rejected");
+    if (v.value("verdict", "").rfind("refused", 0) == 0) input_writer = v.value("id", "");
+  }
+  // honectl show names the pattern a refused candidate matched, and the defence that caught it.
+  ASSERT_FALSE(input_writer.empty()) << variants.dump(2);
+  RunResult show = run_honectl({"show", input_writer, "--socket", d->socket()});
+  EXPECT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("pattern"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("input-modification"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("caught by"), std::string::npos) << show.out;
   // The candidates that broke a worker's context cost it its life, not the daemon's.
   json st = ctl.request({{"cmd", "status"}});
   EXPECT_TRUE(st.value("ok", false)) << st.dump();
@@ -505,3 +519,80 @@ TEST(Loop, PersistedCapturesValidateAfterRestart) {
   EXPECT_NE(d->log().find("garbage.cap: "), std::string::npos) << d->log();
   EXPECT_FALSE(fs::exists(captures / "garbage.cap"));
 }
+
+// A variant that goes wrong only after its validation (a launch counter in module-scope memory,
+// let through here by turning the static checks off) serves, until a shadow check of one of its
+// served launches finds its outputs differ from the original's: it is withdrawn from the process,
+// recorded as such with the pattern, and the application's results are right again.
+TEST(Loop, ShadowCheckWithdrawsAVariantThatGoesWrongLater) {
+  auto d = start_daemon(config_text(2, "shadow_every = 10\nstatic_checks = false\n"));
+  ASSERT_TRUE(d);
+  App app(d->socket(), {"--n", k_n, "--reps", k_reps});
+  Ctl ctl(d->socket());
+  ASSERT_TRUE(wait_kernel(ctl)) << d->log();
+  // Faster than the original, and right for the first 60 launches of its module.
+  const std::string late = R"(
+__device__ unsigned served;
+
+extern "C" __global__ void accumulate(int* out, const int* in, int n, int reps)
+{
+    __shared__ unsigned seen;
+    if (threadIdx.x == 0) seen = served;
+    __syncthreads();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i] * reps + (seen >= 60 ? 1 : 0);
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&served, 1u);
+}
+)";
+  uint64_t id = submit(ctl, late, "cuda", {{"comparison", "bitwise"}});
+  ASSERT_NE(id, 0u);
+  json job = ctl.wait_job(id);
+  ASSERT_EQ(job.value("verdict", ""), "verified") << job.dump(2) << d->log();
+
+  // It serves; the shadow checks pass while it is right, then one catches it.
+  json withdrawn;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        json variants = ctl.request({{"cmd", "variants"}, {"target", "accumulate"}});
+        for (const auto& v : variants["result"]["variants"]) {
+          if (v.value("verdict", "").find("withdrawn by a shadow check") != std::string::npos)
+            withdrawn = v;
+        }
+        return !withdrawn.is_null();
+      },
+      240s))
+      << d->log();
+  EXPECT_EQ(withdrawn.value("state", ""), "rejected") << withdrawn.dump(2);
+  json k = ctl.kernel("accumulate");
+  uint64_t served_at_withdrawal = k.value("variant_launches", uint64_t(0));
+  EXPECT_GT(served_at_withdrawal, 60u) << k.dump(2);
+
+  // honectl show says why, naming the pattern.
+  RunResult show = run_honectl({"show", withdrawn.value("id", ""), "--socket", d->socket()});
+  EXPECT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("withdrawn by a shadow check"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("correct-while-checked"), std::string::npos) << show.out;
+  auto metrics = run_honectl({"metrics", "--socket", d->socket()});
+  EXPECT_NE(metrics.out.find("hone_shadow_checks_total{result=\"failed\"} 1"), std::string::npos)
+      << metrics.out;
+  EXPECT_EQ(metrics.out.find("hone_shadow_checks_total{result=\"passed\"} 0"), std::string::npos)
+      << "no check passed while the variant was right: " << metrics.out;
+
+  // The original serves again: 30 more launches, every one right.
+  json k0 = ctl.kernel("accumulate");
+  json k1;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        k1 = ctl.kernel("accumulate");
+        return k1.value("launches", uint64_t(0)) >= k0.value("launches", uint64_t(0)) + 30;
+      },
+      120s))
+      << k1.dump(2);
+  AppResult r = app.finish();
+  EXPECT_GT(r.mismatches, 0) << "the variant never went wrong: " << r.run.out << r.run.err;
+  EXPECT_GE(r.launches - r.last_mismatch, 30) << r.run.out << r.run.err;
+  json k2 = ctl.kernel("accumulate");
+  EXPECT_LE(k2.value("variant_launches", uint64_t(0)) - served_at_withdrawal, 2u)
+      << "the variant kept serving after its withdrawal: " << k2.dump(2);
+}
+

@@ -237,6 +237,8 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_VALIDATION_F64_ABS",
                         "HONE_VALIDATION_F16_REL",
                         "HONE_VALIDATION_F16_ABS",
+                        "HONE_VALIDATION_SHADOW_EVERY",
+                        "HONE_VALIDATION_STATIC_CHECKS",
                         "HONE_AGENT_LLM_ENABLED",
                         "HONE_AGENT_LLM_BASE_URL",
                         "HONE_AGENT_LLM_MODEL",
@@ -253,7 +255,7 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_AGENT_LLM_TEMPERATURE"}) {
     EXPECT_TRUE(vars.count(v)) << v;
   }
-  EXPECT_EQ(keys.size(), 62u);
+  EXPECT_EQ(keys.size(), 64u);
 }
 
 TEST(ConfigFile, SetsEveryKey) {
@@ -330,6 +332,8 @@ f32_abs = 2.5E-7
 f64_rel = 0.0
 f64_abs = 1
 f16_rel = 0.05
+shadow_every = 77
+static_checks = false
 f16_abs = -0.0
 )");
   EXPECT_FALSE(c.optimizer.enabled);
@@ -355,6 +359,8 @@ f16_abs = -0.0
   EXPECT_EQ(c.validation.f64_rel, 0.0);
   EXPECT_EQ(c.validation.f64_abs, 1.0);
   EXPECT_EQ(c.validation.f16_rel, 0.05);
+  EXPECT_EQ(c.validation.shadow_every, 77u);
+  EXPECT_FALSE(c.validation.static_checks);
   EXPECT_EQ(c.validation.f16_abs, 0.0);
   EXPECT_FALSE(std::signbit(c.validation.f16_abs)); // -0.0 reads as 0
   EXPECT_EQ(parsed("[validation]\nmin_speedup = 2\n").validation.min_speedup, 2.0);

@@ -8,6 +8,7 @@
 // out-of-bounds writes and reads, a hang, a compile error, different parameters, and what the
 // worker does with pointers stored inside buffers, nondeterministic originals and tolerances —
 // and that the worker exits with status 3 after a fault that leaves its context unusable.
+#include "common/cheats.hpp"
 #include "common/job.hpp"
 #include "cuda/driver_api.hpp"
 #include "cuda/jit_options.hpp"
@@ -23,6 +24,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -118,6 +121,20 @@ extern "C" __global__ void chase(const unsigned* table, unsigned mask, unsigned 
         for (int c = 0; c < 64; ++c) p = table[(p + salt[c]) & mask];
     }
     out[tid] = p;
+}
+
+// A tree sum per block in shared memory (128 threads).
+extern "C" __global__ void block_sum(const int* x, int* out, int n)
+{
+    __shared__ int s[128];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    s[threadIdx.x] = i < n ? x[i] : 0;
+    __syncthreads();
+    for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = s[0];
 }
 
 // Follows a pointer stored in a buffer: table[0] points into src's allocation.
@@ -644,9 +661,11 @@ extern "C" __global__ void scale_wrong(float a, const float* x, float* y, int n)
   ASSERT_EQ(v2.kind, VerdictKind::not_faster) << describe(v2);
   json c2 = capture_evidence(v2);
   EXPECT_EQ(c2.value("original_runs_from_job", uint64_t(0)), first.id) << c2.dump();
-  // Only the candidate's runs: twice under the two schedules, once with the second poison.
-  EXPECT_EQ(c2.value("runs", 0), 3) << c2.dump();
-  EXPECT_GT(c1.value("runs", 0), 3) << c1.dump();
+  // Only the candidate's runs: twice under the two schedules, once with the second poison; then
+  // the original and the candidate on each perturbed copy (other values, then halved sizes).
+  ASSERT_EQ(c2.value("perturbed", json::array()).size(), 2u) << c2.dump();
+  EXPECT_EQ(c2.value("runs", 0), 3 + 2 * 2) << c2.dump();
+  EXPECT_GT(c1.value("runs", 0), 3 + 2 * 2) << c1.dump();
   // What the first job learned about the buffers stands.
   EXPECT_EQ(c2["allocations"][1]["role"], "output") << c2.dump();
   EXPECT_EQ(c2["allocations"][1]["poisoned_bytes"], c1["allocations"][1]["poisoned_bytes"]);
@@ -710,7 +729,7 @@ extern "C" __global__ void scale_oob(float a, const float* x, float* y, int n)
   EXPECT_EQ(next.kind, VerdictKind::not_faster) << describe(next);
 }
 
-TEST_F(WorkerTest, WritingABufferTheOriginalNeverWritesIsAMismatch) {
+TEST_F(WorkerTest, WritingABufferTheOriginalNeverWritesIsRefused) {
   auto cap = scale_capture("scale");
   const char* writes_input = R"(
 extern "C" __global__ void scale_clobber(float a, float* x, float* y, int n)
@@ -720,10 +739,17 @@ extern "C" __global__ void scale_clobber(float a, float* x, float* y, int n)
         x[i] = 0.0f;
     }
 })";
+  // Refused from its code (the static checks), and, with those off, by the byte comparison.
   Verdict v = run_cuda(worker(), "scale", cap, writes_input, "scale_clobber");
+  ASSERT_EQ(v.kind, VerdictKind::refused) << describe(v);
+  EXPECT_NE(v.message.find("parameter 1"), std::string::npos) << v.message;
+  Job job = make_job("scale", CandidateKind::cuda, writes_input, "scale_clobber", {&cap});
+  job.static_checks = false;
+  v = worker().run(job, data_of({&cap}));
   ASSERT_EQ(v.kind, VerdictKind::mismatch) << describe(v);
   EXPECT_NE(v.message.find("parameter 1"), std::string::npos) << v.message;
   EXPECT_NE(v.message.find("does not change"), std::string::npos) << v.message;
+  EXPECT_EQ(json::parse(v.evidence_json).value("pattern", ""), "input-modification");
 }
 
 TEST_F(WorkerTest, ReadingTheOutputsPreviousContentsIsCaughtByPoisoning) {
@@ -1213,4 +1239,239 @@ TEST_F(WorkerTest, BenchmarkStopsAtTheFloorWhenTimesDoNotVary) {
   EXPECT_EQ(e["runs_max"], 21);
   EXPECT_EQ(e["stopped_early"], true);
   EXPECT_NE(v.message.find("4 runs each"), std::string::npos) << v.message;
+}
+
+// --- the corpus of hostile candidates (tests/cheats/) ----------------------------------------
+
+namespace {
+
+struct CheatCase {
+  std::string file;
+  std::map<std::string, std::string> header; // pattern, original, capture, comparison, verdict
+  std::string source;
+};
+
+std::vector<CheatCase> cheat_corpus() {
+  std::vector<CheatCase> out;
+  const std::filesystem::path dir = std::filesystem::path(HONE_SOURCE_DIR) / "tests" / "cheats";
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".cu") continue;
+    CheatCase c;
+    c.file = e.path().filename().string();
+    std::ifstream in(e.path());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    c.source = ss.str();
+    std::istringstream lines(c.source);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("// ", 0) != 0) break;
+      auto colon = line.find(": ");
+      if (colon == std::string::npos || line.find(' ', 3) < colon) continue;
+      c.header[line.substr(3, colon - 3)] = line.substr(colon + 2);
+    }
+    out.push_back(std::move(c));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const CheatCase& a, const CheatCase& b) { return a.file < b.file; });
+  return out;
+}
+
+// The captures the corpus names.
+Captured cheat_capture(const std::string& name) {
+  Emu& emu = Emu::get();
+  if (name == "scale" || name == "scale_tiny") {
+    const int n = 16384;
+    uint64_t x = emu.upload(random_floats(size_t(n), 1));
+    uint64_t y = emu.upload(std::vector<float>(size_t(n), 0.0f));
+    Launch l;
+    l.grid = {4, 1, 1};
+    l.block = {128, 1, 1};
+    l.scalar(name == "scale" ? 1.5f : 1e-7f).ptr(x).ptr(y).scalar(n);
+    return capture("scale", l);
+  }
+  if (name == "rotate") {
+    const int n = 1024;
+    uint64_t x = emu.upload(random_floats(size_t(n), 2));
+    uint64_t y = emu.upload(std::vector<float>(size_t(n), 0.0f));
+    Launch l;
+    l.grid = {4, 1, 1};
+    l.block = {256, 1, 1};
+    l.scalar(2.0f).ptr(x).ptr(y).scalar(n);
+    return capture("rotate", l);
+  }
+  if (name == "block_sum") {
+    const int n = 1000;
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) v[size_t(i)] = (i * 7919) % 201 - 100;
+    uint64_t x = emu.upload(v);
+    uint64_t out = emu.upload(std::vector<int32_t>(8, 0));
+    Launch l;
+    l.grid = {8, 1, 1};
+    l.block = {128, 1, 1};
+    l.ptr(x).ptr(out).scalar(n);
+    return capture("block_sum", l);
+  }
+  throw std::runtime_error("no capture named " + name);
+}
+
+void PrintTo(const CheatCase& c, std::ostream* os) {
+  *os << "tests/cheats/" << c.file;
+}
+
+class CheatCorpus : public WorkerTest, public ::testing::WithParamInterface<CheatCase> {};
+
+} // namespace
+
+// Every hostile candidate of the corpus is refused, with the verdict its file names and the
+// evidence naming its pattern; the message ends with the pattern too.
+TEST_P(CheatCorpus, IsRefusedNamingItsPattern) {
+  const CheatCase& c = GetParam();
+  for (const char* key : {"pattern", "original", "capture", "comparison", "verdict"})
+    ASSERT_TRUE(c.header.count(key)) << c.file << " has no '" << key << "' line";
+  ASSERT_NE(cheat_pattern(c.header.at("pattern")), nullptr)
+      << c.file << ": " << c.header.at("pattern") << " is not in common/cheats.hpp";
+  Captured cap = cheat_capture(c.header.at("capture"));
+  Verdict v = run_cuda(worker(), c.header.at("original"), cap, c.source, "cheat",
+                       c.header.at("comparison") == "tolerance" ? Comparison::tolerance
+                                                                : Comparison::bitwise);
+  EXPECT_EQ(to_string(v.kind), c.header.at("verdict")) << c.file << "\n" << describe(v);
+  auto e = json::parse(v.evidence_json);
+  EXPECT_EQ(e.value("pattern", ""), c.header.at("pattern")) << c.file << "\n" << describe(v);
+  EXPECT_NE(v.message.find("[pattern " + c.header.at("pattern") + ":"), std::string::npos)
+      << v.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, CheatCorpus, ::testing::ValuesIn(cheat_corpus()),
+                         [](const ::testing::TestParamInfo<CheatCase>& info) {
+                           std::string n = info.param.file.substr(0, info.param.file.size() - 3);
+                           for (char& ch : n) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return n;
+                         });
+
+// The honest versions of the corpus's originals pass the same checks: the defences refuse the
+// cheats, not rewrites.
+TEST_F(WorkerTest, HonestRewritesPassTheCorpusDefences) {
+  struct Honest {
+    const char* capture;
+    const char* original;
+    Comparison comparison;
+    const char* source;
+  };
+  const Honest cases[] = {
+      {"scale", "scale", Comparison::bitwise, R"(
+extern "C" __global__ void cheat(float a, const float* x, float* y, int n)
+{
+    int stride = gridDim.x * blockDim.x;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) y[i] = a * x[i];
+})"},
+      {"scale_tiny", "scale", Comparison::tolerance, R"(
+extern "C" __global__ void cheat(float a, const float* x, float* y, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = x[i] * a;
+})"},
+      {"block_sum", "block_sum", Comparison::bitwise, R"(
+extern "C" __global__ void cheat(const int* x, int* out, int n)
+{
+    __shared__ int acc;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (threadIdx.x == 0) acc = 0;
+    __syncthreads();
+    atomicAdd(&acc, i < n ? x[i] : 0);
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = acc;
+})"},
+  };
+  for (const auto& h : cases) {
+    Captured cap = cheat_capture(h.capture);
+    Verdict v = run_cuda(worker(), h.original, cap, h.source, "cheat", h.comparison);
+    EXPECT_TRUE(v.kind == VerdictKind::verified || v.kind == VerdictKind::not_faster)
+        << h.capture << "\n" << describe(v);
+    auto e = json::parse(v.evidence_json);
+    EXPECT_FALSE(e.contains("pattern")) << describe(v);
+    // The perturbed copies ran and matched.
+    ASSERT_FALSE(e["captures"].empty());
+    bool perturbed = false;
+    for (const auto& p : e["captures"][0].value("perturbed", json::array()))
+      perturbed = perturbed || p.value("result", "") == "equal";
+    EXPECT_TRUE(perturbed) << h.capture << ": " << v.evidence_json;
+  }
+}
+
+
+// A shadow check: the capture is of a launch a variant served, with the buffers after it. The
+// original on the same inputs must leave what the variant left; one element off is a mismatch
+// naming the pattern.
+TEST_F(WorkerTest, ShadowCheckComparesTheServedOutputsWithTheOriginals) {
+  const int n = 4096;
+  Captured cap = scale_capture("scale", n, 4);
+  // What the original computes: y = 1.5 * x (x is captured in the first buffer's allocation).
+  const CaptureBuffer& xb = cap.capture.buffers[0];
+  const CaptureBuffer& yb = cap.capture.buffers[1];
+  std::vector<float> y(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    float x;
+    std::memcpy(&x, cap.data.data() + xb.before + size_t(i) * 4, 4);
+    y[size_t(i)] = 1.5f * x;
+  }
+  auto with_after = [&](const std::vector<float>& after) {
+    Captured c = cap;
+    c.capture.buffers[1].after = c.data.size();
+    c.data.append(reinterpret_cast<const char*>(after.data()), after.size() * 4);
+    c.capture.data_bytes = c.data.size();
+    return c;
+  };
+  auto shadow_job = [&](const Captured& c) {
+    Job j = make_job("scale", CandidateKind::ptx, "", "", {&c});
+    j.shadow_check = true;
+    return worker().run(j, data_of({&c}));
+  };
+  ASSERT_EQ(yb.size, size_t(n) * 4);
+  Captured right = with_after(y);
+  Verdict ok = shadow_job(right);
+  EXPECT_EQ(ok.kind, VerdictKind::verified) << describe(ok);
+  EXPECT_NE(ok.message.find("shadow check"), std::string::npos) << ok.message;
+
+  std::vector<float> off = y;
+  off[100] += 1.0f;
+  Captured wrong = with_after(off);
+  Verdict bad = shadow_job(wrong);
+  ASSERT_EQ(bad.kind, VerdictKind::mismatch) << describe(bad);
+  EXPECT_NE(bad.message.find("element 100"), std::string::npos) << bad.message;
+  EXPECT_EQ(json::parse(bad.evidence_json).value("pattern", ""), "correct-while-checked");
+}
+
+// With the static checks off, a candidate that keeps a launch counter in module-scope memory and
+// stops working after its tenth launch passes validation (its first launches), and is caught by
+// the check of its outputs after the benchmark's launches.
+TEST_F(WorkerTest, OutputsAreCheckedAgainAfterTheBenchmark) {
+  auto cap = scale_capture("scale");
+  const char* late = R"(
+__device__ unsigned launches;
+
+extern "C" __global__ void scale_late(float a, const float* x, float* y, int n)
+{
+    __shared__ unsigned seen;
+    if (threadIdx.x == 0) seen = launches;
+    __syncthreads();
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&launches, 1u);
+    if (seen >= 10) return;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = a * x[i];
+})";
+  Job job = make_job("scale", CandidateKind::cuda, late, "scale_late", {&cap});
+  job.static_checks = false;
+  job.bench.warmup = 1;
+  job.bench.runs = 8;
+  job.bench.min_runs = 8;
+  Verdict v = worker().run(job, data_of({&cap}));
+  ASSERT_EQ(v.kind, VerdictKind::mismatch) << describe(v);
+  EXPECT_NE(v.message.find("after 9 launches in the benchmark"), std::string::npos) << v.message;
+  EXPECT_EQ(json::parse(v.evidence_json).value("pattern", ""), "correct-while-checked");
+  // With them on, it never runs.
+  job.static_checks = true;
+  v = worker().run(job, data_of({&cap}));
+  EXPECT_EQ(v.kind, VerdictKind::refused) << describe(v);
 }
