@@ -111,6 +111,35 @@ extern "C" __global__ void scale_table(float a, const float* x, float* y, int n)
       << describe(worker::check_candidate(scale(), c));
 }
 
+// An original that keeps module-scope state itself (the last block to finish resets a counter):
+// its candidates may too, and meet the dynamic defences instead.
+TEST(StateAcrossLaunches, AllowedWhereTheOriginalWritesModuleStateItself) {
+  const char* last_block = R"(
+__device__ unsigned done;
+extern "C" __global__ void sum_last(const float* x, float* out, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(out, x[i]);
+    __threadfence();
+    if (threadIdx.x == 0 && atomicAdd(&done, 1u) == gridDim.x - 1) done = 0;
+}
+)";
+  auto original = analyze_cuda(last_block, "sum_last");
+  auto candidate = analyze_cuda(last_block, "sum_last");
+  EXPECT_EQ(worker::check_candidate(original, candidate), std::nullopt)
+      << describe(worker::check_candidate(original, candidate));
+  // Against an original without module state, the same code is refused.
+  auto plain = analyze_cuda(R"(
+extern "C" __global__ void sum_last(const float* x, float* out, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(out, x[i]);
+}
+)",
+                            "sum_last");
+  expect_refused(worker::check_candidate(plain, candidate), "state-across-launches", {"done"});
+}
+
 // The address forms NVRTC does not happen to use here: a direct `[var+4]`, and an address taken
 // with cvta.to.global from a register; a generic store into the function's own local depot is
 // not a module variable.
