@@ -333,14 +333,22 @@ bool Optimizer::prerequisites(JobEntry& job) {
   return true;
 }
 
-void Optimizer::start_job(JobEntry& job) {
-  Work& w = m_work[job.kernel];
+Job Optimizer::job_against_original(const JobEntry& job) {
+  const Work& w = m_work[job.kernel];
   Job j;
   j.id = job.id;
   j.kernel = job.kernel;
   j.original_format = w.format;
   j.original_image = w.image;
   j.original_entry = job.kernel.entry;
+  const auto& val = m_config.validation;
+  j.tolerance = {val.f32_rel, val.f32_abs, val.f64_rel, val.f64_abs, val.f16_rel, val.f16_abs};
+  return j;
+}
+
+void Optimizer::start_job(JobEntry& job) {
+  Work& w = m_work[job.kernel];
+  Job j = job_against_original(job);
   j.kind = job.candidate.kind;
   j.candidate = job.candidate.code;
   j.candidate_entry = job.candidate.entry;
@@ -348,7 +356,6 @@ void Optimizer::start_job(JobEntry& job) {
   j.nvrtc_options = job.candidate.nvrtc_options;
   j.comparison = job.candidate.comparison;
   const auto& val = m_config.validation;
-  j.tolerance = {val.f32_rel, val.f32_abs, val.f64_rel, val.f64_abs, val.f16_rel, val.f16_abs};
   j.bench.warmup = val.warmup;
   j.bench.runs = val.runs;
   j.bench.min_runs = std::min(val.min_runs, val.runs);
@@ -659,13 +666,7 @@ void Optimizer::request_shadow(uint64_t conn, const KernelKey& key, const Varian
 }
 
 void Optimizer::start_shadow_job(JobEntry& job) {
-  Work& w = m_work[job.kernel];
-  Job j;
-  j.id = job.id;
-  j.kernel = job.kernel;
-  j.original_format = w.format;
-  j.original_image = w.image;
-  j.original_entry = job.kernel.entry;
+  Job j = job_against_original(job);
   j.shadow_check = true;
   // Compared as the variant was verified: bit for bit, or within the tolerance.
   j.comparison = Comparison::bitwise;
@@ -676,8 +677,6 @@ void Optimizer::start_shadow_job(JobEntry& job) {
         j.comparison = Comparison::tolerance;
     }
   }
-  const auto& val = m_config.validation;
-  j.tolerance = {val.f32_rel, val.f32_abs, val.f64_rel, val.f64_abs, val.f16_rel, val.f16_abs};
   std::vector<std::string> data;
   const CaptureEntry& c = *job.shadow_capture;
   auto bytes = read_fd(c.data->get(), c.meta.data_bytes);

@@ -203,6 +203,8 @@ private:
   uint64_t m_shadow_passed = 0, m_shadow_failed = 0;
   void request_shadow(uint64_t conn, const KernelKey& key, const VariantId& variant);
   void start_shadow_job(JobEntry& job);
+  // A job for the worker with the kernel's original image and the configured tolerances.
+  Job job_against_original(const JobEntry& job);
   void finish_shadow_job(JobEntry& job, const Verdict& v);
   std::map<uint64_t, CaptureRequestEntry> m_capture_requests; // by request id
   // conn -> kernel -> variant installed there

@@ -36,6 +36,12 @@ void set_seed(const char* name, uint64_t v) {
 // More schedules the original gets before a difference is blamed on the candidate.
 constexpr uint64_t k_probe_runs = 6;
 
+// Whatever validate() or shadow() placed is released when it returns.
+struct ReleaseAtExit {
+  CaptureCheck* self;
+  ~ReleaseAtExit() { self->release(); }
+};
+
 uint64_t load_u64(std::string_view s, uint64_t at) {
   uint64_t v = 0;
   std::memcpy(&v, s.data() + at, 8);
@@ -288,10 +294,7 @@ std::optional<Failure> CaptureCheck::learn_allocations() {
 }
 
 std::optional<Failure> CaptureCheck::validate(uint64_t seed1, uint64_t seed2) {
-  struct Release {
-    CaptureCheck* self;
-    ~Release() { self->release(); }
-  } release_at_exit{this};
+  ReleaseAtExit release_at_exit{this};
   m_runs = 0;
   m_perturbed = nlohmann::json::array();
   if (auto f = learn_allocations()) return f;
@@ -796,10 +799,7 @@ std::string_view CaptureCheck::mismatch_pattern(size_t a, std::string_view want,
 }
 
 std::optional<Failure> CaptureCheck::shadow(uint64_t seed1, uint64_t seed2) {
-  struct Release {
-    CaptureCheck* self;
-    ~Release() { self->release(); }
-  } release_at_exit{this};
+  ReleaseAtExit release_at_exit{this};
   m_runs = 0;
   m_perturbed = nlohmann::json::array();
   if (auto f = learn_allocations()) return f;
