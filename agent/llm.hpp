@@ -62,6 +62,7 @@ struct ChatReply {
   std::string content;       // choices[0].message.content, redacted
   uint64_t total_tokens = 0; // usage.total_tokens, or an estimate from the lengths
   bool truncated = false;    // finish_reason "length": cut at max_tokens
+  size_t reasoning_bytes = 0; // in reasoning_content or reasoning: read, never sent back
 };
 
 // Why a request failed, which decides what a session does next.
@@ -96,6 +97,10 @@ public:
   const LlmSettings& settings() const { return m_settings; }
 
 private:
+  // One request; a 429 or 503 with Retry-After (seconds) sets `retry_after`.
+  Result<ChatReply> chat_once(const std::vector<ChatMessage>& messages,
+                              const std::atomic<bool>& cancel, double timeout_s,
+                              double* retry_after);
   // Wait for a free request slot; false when cancelled first.
   bool acquire(const std::atomic<bool>& cancel);
   void release();

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace hone::agent {
 
@@ -234,7 +235,28 @@ Result<ChatReply> LlmClient::chat(const std::vector<ChatMessage>& messages,
     LlmClient* client;
     ~Slot() { client->release(); }
   } slot{this};
+  const auto start = std::chrono::steady_clock::now();
+  double retry_after = 0;
+  auto r = chat_once(messages, cancel, timeout_s, &retry_after);
+  if (r || failure_of(r.error()) != ChatFailure::transport || retry_after <= 0) return r;
+  // Rate-limited (429 or 503 with Retry-After): wait as told, once, when the time allows it.
+  double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (spent + retry_after >= timeout_s) return r;
+  spdlog::info("llm: {}; retrying in {} s as the server asks (Retry-After)",
+               excerpt(r.error().message, 120), seconds_text(retry_after));
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(retry_after));
+  while (std::chrono::steady_clock::now() < until) {
+    if (cancel) return failure(ChatFailure::cancelled, "cancelled");
+    std::this_thread::sleep_for(std::chrono::milliseconds(k_poll_ms));
+  }
+  return chat_once(messages, cancel, timeout_s - spent - retry_after, nullptr);
+}
 
+Result<ChatReply> LlmClient::chat_once(const std::vector<ChatMessage>& messages,
+                                       const std::atomic<bool>& cancel, double timeout_s,
+                                       double* retry_after) {
   json request = {{"model", m_settings.model},
                   {"max_tokens", m_settings.max_reply_tokens},
                   {"temperature", m_settings.temperature},
@@ -329,6 +351,18 @@ Result<ChatReply> LlmClient::chat(const std::vector<ChatMessage>& messages,
     if (status >= 300 && status < 400) message += " (redirects are not followed)";
     std::string snippet = excerpt(sink.body);
     if (!snippet.empty()) message += ": " + snippet;
+    // Retry-After in seconds (the HTTP-date form is not followed), at most a minute.
+    curl_header* h = nullptr;
+    if (retry_after && (status == 429 || status == 503) &&
+        curl_easy_header(e, "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK && h &&
+        h->value) {
+      char* end = nullptr;
+      double s = std::strtod(h->value, &end);
+      if (end != h->value && s > 0 && s <= 60) {
+        *retry_after = s;
+        message += " (Retry-After: " + seconds_text(s) + " s)";
+      }
+    }
     return failure(transient_status(status) ? ChatFailure::transport : ChatFailure::refused,
                    std::move(message));
   }
@@ -339,6 +373,7 @@ Result<ChatReply> LlmClient::chat(const std::vector<ChatMessage>& messages,
   }
   const json* content = nullptr;
   const json* choice = nullptr;
+  size_t reasoning_bytes = 0;
   if (reply.is_object()) {
     auto choices = reply.find("choices");
     if (choices != reply.end() && choices->is_array() && !choices->empty() &&
@@ -348,16 +383,23 @@ Result<ChatReply> LlmClient::chat(const std::vector<ChatMessage>& messages,
       if (message != choice->end() && message->is_object()) {
         auto c = message->find("content");
         if (c != message->end() && c->is_string()) content = &*c;
+        // Reasoning models' thinking (vLLM and SGLang: reasoning_content; Ollama and some
+        // hosted APIs: reasoning): read, measured, never sent back.
+        for (const char* field : {"reasoning_content", "reasoning"}) {
+          auto r = message->find(field);
+          if (r != message->end() && r->is_string()) reasoning_bytes += r->get_ref<const std::string&>().size();
+        }
       }
     }
   }
-  if (!content) {
+  if (!content && !reasoning_bytes) {
     return failure(ChatFailure::reply,
                    "the reply has no choices[0].message.content: " + excerpt(sink.body));
   }
 
   ChatReply out;
-  out.content = redact(content->get<std::string>());
+  out.reasoning_bytes = reasoning_bytes;
+  out.content = content ? redact(content->get<std::string>()) : std::string();
   auto finish = choice->find("finish_reason");
   out.truncated = finish != choice->end() && finish->is_string() && *finish == "length";
   out.total_tokens = (body.size() + out.content.size()) / k_bytes_per_token;

@@ -5,6 +5,7 @@
 // what the mutex guards, so the daemon's thread never waits for the network.
 #include "agent/kernel_ptx.hpp"
 #include "agent/llm.hpp"
+#include "agent/llm_answer.hpp"
 
 #include "ptx/analysis.hpp"
 #include "ptx/parser.hpp"
@@ -368,75 +369,11 @@ std::string inline_headers(std::string_view code, const Headers& headers,
 
 // ---- what comes back ----------------------------------------------------------------------------
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return out;
-}
-
 std::string_view trim(std::string_view s) {
   const char* space = " \t\r";
   size_t b = s.find_first_not_of(space);
   if (b == std::string_view::npos) return {};
   return s.substr(b, s.find_last_not_of(space) - b + 1);
-}
-
-bool declares_entry(std::string_view code) {
-  for (size_t at = code.find(k_entry); at != std::string_view::npos;
-       at = code.find(k_entry, at + 1)) {
-    size_t next = code.find_first_not_of(" \t\r\n", at + k_entry.size());
-    if (next != std::string_view::npos && code[next] == '(') return true;
-  }
-  return false;
-}
-
-// The code of the one fenced CUDA block of a reply, or why there is none. Strict: a reply is
-// either exactly one complete kernel or a turn's error that goes back to the model.
-Result<std::string> extract_kernel(std::string_view reply) {
-  static const std::set<std::string> k_languages = {"", "cuda", "cu", "cpp", "c++", "cxx"};
-  size_t blocks = 0;
-  bool open = false;
-  std::string language;
-  std::string code;
-  size_t start = 0;
-  while (start <= reply.size()) {
-    size_t nl = reply.find('\n', start);
-    std::string_view line =
-        reply.substr(start, nl == std::string_view::npos ? reply.npos : nl - start);
-    start = nl == std::string_view::npos ? reply.size() + 1 : nl + 1;
-    std::string_view bare = trim(line);
-    if (starts_with(bare, "```")) {
-      if (!open) {
-        open = true;
-        ++blocks;
-        std::string_view info = trim(bare.substr(3));
-        language = lower(info.substr(0, info.find_first_of(" \t{")));
-      } else if (trim(bare.substr(3)).empty()) {
-        open = false;
-      }
-      continue;
-    }
-    if (open && blocks == 1) code.append(line).append("\n");
-  }
-  if (open) return make_error("the fenced code block is not closed");
-  if (blocks == 0) return make_error("the reply holds no fenced code block");
-  if (blocks > 1) {
-    return make_error("the reply holds " + std::to_string(blocks) +
-                      " fenced code blocks; exactly one is wanted");
-  }
-  if (!k_languages.count(language)) {
-    return make_error("the code block is marked '" + language + "', not cuda");
-  }
-  std::vector<std::string> missing;
-  if (code.find("extern \"C\"") == std::string::npos) missing.emplace_back("extern \"C\"");
-  if (code.find("__global__") == std::string::npos) missing.emplace_back("__global__");
-  if (!declares_entry(code)) missing.emplace_back("a kernel named hone_candidate");
-  if (!missing.empty()) {
-    std::string what;
-    for (const auto& m : missing) what += (what.empty() ? "" : ", ") + m;
-    return make_error("the code block lacks " + what);
-  }
-  return code;
 }
 
 // A verdict's message for the model: the worker's own words, cut to a size worth reading.
@@ -500,6 +437,7 @@ std::string verdict_feedback(uint32_t turn, const Verdict& v, std::string messag
 // What a session needs from start(): the opening conversation and what every candidate shares.
 struct Plan {
   std::string label; // the kernel, for logs
+  std::string original_entry; // the original kernel's name: an answer may keep it
   std::vector<ChatMessage> opening;
   Candidate base;  // kind, entry, options, comparison and guard of every candidate
   Headers headers; // the original's, inlined into candidates that include them
@@ -575,10 +513,11 @@ private:
     return std::chrono::duration<double>(m_deadline - Clock::now()).count();
   }
 
-  Candidate candidate(uint32_t turn, const std::string& code) const {
+  Candidate candidate(uint32_t turn, const Answer& answer) const {
     Candidate c = m_plan.base;
     std::set<std::string> inlined;
-    c.code = inline_headers(code, m_plan.headers, inlined);
+    c.code = inline_headers(answer.code, m_plan.headers, inlined);
+    c.entry = answer.entry;
     c.description = "LLM turn " + std::to_string(turn) + " (" + m_client->settings().model + ")";
     c.tag = turn;
     return c;
@@ -652,20 +591,29 @@ private:
       }
       transport_failures = 0;
       tokens += reply->total_tokens;
-      conversation.push_back({"assistant", reply->content});
+      // The model's reasoning never goes back to it: only what it answered.
+      std::string content = strip_reasoning(reply->content);
+      conversation.push_back({"assistant", content});
 
-      auto code = extract_kernel(reply->content);
-      if (!code) {
-        std::string why = code.error().message;
-        if (reply->truncated) why += " (the answer was cut at max_tokens: write a shorter one)";
+      auto answer = extract_answer(content, k_entry, m_plan.original_entry);
+      if (!answer) {
+        std::string why = answer.error().message;
+        if (trim(content).empty() && reply->reasoning_bytes) {
+          why = "the answer holds only reasoning, no code";
+        }
+        if (reply->truncated) {
+          why += " (the answer was cut at max_tokens: send the kernel alone, without "
+                 "explanations, shorter)";
+        }
         spdlog::info("llm: {}: {}: unusable answer: {}", m_plan.label, turn_label(turn), why);
         conversation.push_back(
             {"user", "Your answer could not be used: " + why + ". " + std::string(k_answer_form)});
         continue;
       }
-      spdlog::info("llm: {}: {}: candidate proposed ({} bytes of CUDA, {} tokens so far)",
-                   m_plan.label, turn_label(turn), code->size(), tokens);
-      hand_over(candidate(turn, *code));
+      spdlog::info("llm: {}: {}: candidate proposed ({} bytes of CUDA, {} tokens so far){}",
+                   m_plan.label, turn_label(turn), answer->code.size(), tokens,
+                   answer->changes.empty() ? "" : "; taken as given: " + answer->changes);
+      hand_over(candidate(turn, *answer));
       if (turn == s.max_turns) break;
       // No turn would follow: its verdict is not worth waiting for.
       if (tokens >= s.token_budget_per_kernel) return finish("budget spent (tokens)");
@@ -788,6 +736,7 @@ private:
     user += "\nWrite hone_candidate. " + std::string(k_answer_form) + "\n";
 
     Plan plan;
+    plan.original_entry = task.key.entry;
     plan.label = entry;
     plan.opening = {{"system", system_prompt(s)}, {"user", std::move(user)}};
     uint64_t prompt_tokens =

@@ -238,7 +238,8 @@ void LlmServer::serve(int fd) {
 
   if (complete && !response.close_without_reply && pause(response.hang ? -1 : response.delay_ms)) {
     std::string head = "HTTP/1.1 " + std::to_string(response.status) + " " +
-                       reason(response.status) + "\r\nContent-Type: application/json\r\n";
+                       reason(response.status) + "\r\nContent-Type: application/json\r\n" +
+                       response.headers;
     if (response.oversize_bytes > 0) {
       head += "Connection: close\r\n\r\n";
       bool ok = send_all(fd, head.data(), head.size());

@@ -28,6 +28,7 @@ struct LlmResponse {
                                     // Content-Length (the body ends when the connection closes)
   bool close_without_reply = false; // read the request, then close the connection
   bool echo_authorization = false;  // append the request's Authorization header to the body
+  std::string headers;              // more response header lines, each ending in \r\n
 
   // A chat-completions reply whose message content is `content`, reporting `total_tokens`.
   static LlmResponse chat(const std::string& content, uint64_t total_tokens = 100);

@@ -428,8 +428,11 @@ TEST(LlmStrategy, NotFasterAndCompileErrorsAreFedBack) {
 TEST(LlmStrategy, MalformedRepliesAreFedBackAndCountAsTurns) {
   LlmServer server;
   server.push(LlmResponse::chat("I would unroll the loop."));
-  server.push(LlmResponse::chat(kernel_reply() + "\n```cuda\n// another\n```\n"));
-  server.push(LlmResponse::chat("```cuda\n__global__ void faster(float* x) {}\n```\n"));
+  server.push(LlmResponse::chat("```cuda\n__global__ void faster(float* x) {}\n```\n"
+                                "```cuda\n__global__ void fastest(float* x) {}\n```\n"));
+  server.push(LlmResponse::chat(
+      "```cuda\n__global__ void saxpy(const float* x, float* y, float a, unsigned n) {}\n"
+      "void run(float* x) { float* d; cudaMalloc(&d, 4); }\n```\n"));
   LlmResponse not_json;
   not_json.body = "<html>gateway</html>";
   server.push(not_json);
@@ -451,8 +454,9 @@ TEST(LlmStrategy, MalformedRepliesAreFedBackAndCountAsTurns) {
 
   auto requests = server.requests();
   ASSERT_EQ(requests.size(), 6u);
-  const char* expected[] = {"no fenced code block", "2 fenced code blocks",
-                            "lacks extern \"C\", a kernel named hone_candidate",
+  const char* expected[] = {"no fenced code block",
+                            "defines 2 kernels (faster, fastest) and none is named hone_candidate",
+                            "holds host code (cudaMalloc) outside main()",
                             "the reply is not JSON: <html>gateway</html>",
                             "no choices[0].message.content"};
   for (size_t i = 0; i < 5; ++i) {
@@ -844,3 +848,211 @@ TEST(LlmApiKey, NeverLeaksEvenWhenTheServerEchoesIt) {
 }
 
 } // namespace
+
+// ---- answers as models really give them --------------------------------------------------------
+
+namespace {
+
+// The candidate a session makes of one reply `body` on its first turn, or nullopt (with the
+// reason the session sent back in `why`).
+std::optional<Candidate> first_candidate(LlmResponse reply, std::string* why = nullptr,
+                                         LlmServer* keep = nullptr) {
+  LlmServer local;
+  LlmServer& server = keep ? *keep : local;
+  server.push(std::move(reply));
+  server.push(LlmResponse::chat(kernel_reply("second turn")));
+  LlmSettings s = settings(server);
+  s.max_turns = 2;
+  auto session = make_llm_strategy(s)->start(source_task());
+  if (!session) return std::nullopt;
+  auto candidates = next_candidates(*session);
+  if (candidates.empty()) return std::nullopt;
+  if (candidates[0].tag == 1) return candidates[0];
+  auto requests = server.requests();
+  if (why && requests.size() >= 2) *why = last_message(requests[1]);
+  return std::nullopt;
+}
+
+// It compiles on its own, as the worker compiles it, and defines the entry it names.
+void expect_compiles(const Candidate& c) {
+  std::vector<std::string> options{"--gpu-architecture=compute_90"};
+  options.insert(options.end(), c.nvrtc_options.begin(), c.nvrtc_options.end());
+  auto compiled = cuda::nvrtc_compile(c.code, "candidate.cu", options);
+  ASSERT_TRUE(compiled) << compiled.error().message << "\n" << c.code;
+  EXPECT_TRUE(contains(compiled->ptx, ".entry " + c.entry + "(")) << c.entry << "\n" << c.code;
+}
+
+// A chat completion with these message fields (content may be null) and finish reason.
+LlmResponse completion(json message, const std::string& finish = "stop") {
+  message["role"] = "assistant";
+  LlmResponse r;
+  r.body = json{{"id", "chatcmpl-7"},
+                {"object", "chat.completion"},
+                {"created", 1764892800},
+                {"model", "test-model"},
+                {"choices", json::array({{{"index", 0},
+                                          {"message", message},
+                                          {"logprobs", nullptr},
+                                          {"finish_reason", finish}}})},
+                {"usage", {{"prompt_tokens", 900}, {"completion_tokens", 300},
+                           {"total_tokens", 1200}}}}
+               .dump();
+  return r;
+}
+
+const std::string k_kernel_as_saxpy =
+    "```cuda\nextern \"C\" __global__ void saxpy(const float* x, float* y, float a, unsigned n) "
+    "{\n  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = fmaf(a, x[i], "
+    "y[i]);\n}\n```\n";
+
+} // namespace
+
+TEST(LlmAnswers, TheOriginalsNameIsTaken) {
+  auto c = first_candidate(LlmResponse::chat("Faster:\n" + k_kernel_as_saxpy));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->entry, "saxpy");
+  expect_compiles(*c);
+}
+
+TEST(LlmAnswers, TheOnlyKernelWithoutExternCIsTakenWithCLinkage) {
+  auto c = first_candidate(LlmResponse::chat(
+      "```cpp\n__device__ float mul(float a, float b) { return a * b; }\n"
+      "__global__ void __launch_bounds__(256) saxpy_fast(const float* x, float* y, float a, "
+      "unsigned n) {\n  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "  if (i < n) y[i] = mul(a, x[i]) + y[i];\n}\n```\n"));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->entry, "saxpy_fast");
+  EXPECT_TRUE(contains(c->code, "extern \"C\" __global__ void __launch_bounds__(256) saxpy_fast"))
+      << c->code;
+  expect_compiles(*c);
+}
+
+TEST(LlmAnswers, TheBlockDefiningTheKernelIsPickedAndTheHarnessDropped) {
+  auto c = first_candidate(LlmResponse::chat(
+      "The idea, in a snippet:\n```cuda\ny[i] = fmaf(a, x[i], y[i]);\n```\n"
+      "The whole thing, with a test:\n```cuda\n#include <cuda_runtime.h>\n#include <cstdio>\n"
+      "extern \"C\" __global__ void hone_candidate(const float* x, float* y, float a, unsigned n) "
+      "{\n  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = fmaf(a, x[i], "
+      "y[i]);\n}\n\nint main() {\n  float *x, *y;\n  cudaMalloc(&x, 4096);\n  cudaMalloc(&y, 4096);\n"
+      "  hone_candidate<<<4, 256>>>(x, y, 2.0f, 1024);\n  cudaDeviceSynchronize();\n"
+      "  printf(\"done\\n\");\n  return 0;\n}\n```\nRun it with nvcc.\n"));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->entry, "hone_candidate");
+  EXPECT_FALSE(contains(c->code, "main(")) << c->code;
+  EXPECT_FALSE(contains(c->code, "cuda_runtime.h")) << c->code;
+  EXPECT_FALSE(contains(c->code, "<<<")) << c->code;
+  expect_compiles(*c);
+}
+
+TEST(LlmAnswers, ThinkingInTheContentIsStrippedAndNotSentBack) {
+  // llama-server (and vLLM without a reasoning parser) leave the reasoning in the content.
+  LlmServer server;
+  server.push(LlmResponse::chat("<think>\nThe loop could use fmaf... or __global__ void x(); "
+                                "no. SECRET-THOUGHT\n</think>\n\n" + kernel_reply()));
+  server.push(LlmResponse::chat(kernel_reply("second turn")));
+  LlmSettings s = settings(server);
+  s.max_turns = 2;
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto candidates = next_candidates(*session);
+  ASSERT_EQ(candidates.size(), 1u) << session->state();
+  EXPECT_EQ(candidates[0].tag, 1u);
+  EXPECT_EQ(candidates[0].entry, "hone_candidate");
+  EXPECT_FALSE(contains(candidates[0].code, "think"));
+  session->on_verdict(candidates[0], verdict(VerdictKind::mismatch, "element 3 differs"));
+  ASSERT_EQ(next_candidates(*session).size(), 1u) << session->state();
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_FALSE(contains(requests[1].body, "SECRET-THOUGHT")) << requests[1].body;
+  EXPECT_TRUE(contains(requests[1].body, "fmaf(a, x[i], y[i])")) << requests[1].body;
+}
+
+TEST(LlmAnswers, ReasoningFieldsAreReadAndNeverSentBack) {
+  // vLLM and SGLang with a reasoning parser: reasoning_content; Ollama: reasoning.
+  for (const char* field : {"reasoning_content", "reasoning"}) {
+    SCOPED_TRACE(field);
+    LlmServer server;
+    server.push(completion({{field, "Let me think about coalescing... SECRET-THOUGHT"},
+                            {"content", kernel_reply()}}));
+    server.push(LlmResponse::chat(kernel_reply("second turn")));
+    LlmSettings s = settings(server);
+    s.max_turns = 2;
+    auto session = make_llm_strategy(s)->start(source_task());
+    ASSERT_NE(session, nullptr);
+    auto candidates = next_candidates(*session);
+    ASSERT_EQ(candidates.size(), 1u) << session->state();
+    EXPECT_EQ(candidates[0].tag, 1u);
+    session->on_verdict(candidates[0], verdict(VerdictKind::mismatch, "element 3 differs"));
+    ASSERT_EQ(next_candidates(*session).size(), 1u) << session->state();
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 2u);
+    EXPECT_FALSE(contains(requests[1].body, "SECRET-THOUGHT")) << requests[1].body;
+    EXPECT_FALSE(contains(requests[1].body, field)) << requests[1].body;
+  }
+}
+
+TEST(LlmAnswers, OnlyReasoningCutAtTheLimitAsksForTheKernelAloneShorter) {
+  std::string why;
+  auto c = first_candidate(
+      completion({{"reasoning_content", "Step 1... step 97..."}, {"content", nullptr}}, "length"),
+      &why);
+  EXPECT_FALSE(c);
+  EXPECT_TRUE(contains(why, "only reasoning, no code")) << why;
+  EXPECT_TRUE(contains(why, "cut at max_tokens: send the kernel alone")) << why;
+}
+
+TEST(LlmAnswers, ATemplateKernelIsRefusedWithTheReason) {
+  std::string why;
+  auto c = first_candidate(
+      LlmResponse::chat("```cuda\ntemplate <int U>\n__global__ void hone_candidate(const float* x, "
+                        "float* y, float a, unsigned n) {}\n```\n"),
+      &why);
+  EXPECT_FALSE(c);
+  EXPECT_TRUE(contains(why, "is a template")) << why;
+}
+
+// The response shapes of the servers docs/llm.md names, as their documentation shows them: each
+// answer is used on its first turn.
+TEST(LlmAnswers, ServerShapesAreEachUsedOnTheirFirstTurn) {
+  struct Shape {
+    const char* server;
+    LlmResponse reply;
+  };
+  json vllm_message = {{"reasoning_content", "We fuse the multiply-add."},
+                       {"content", kernel_reply()},
+                       {"tool_calls", json::array()}};
+  std::vector<Shape> shapes = {
+      {"vLLM (reasoning parser)", completion(vllm_message)},
+      {"SGLang (reasoning parser)",
+       completion({{"reasoning_content", "Think."}, {"content", k_kernel_as_saxpy}})},
+      {"llama-server (reasoning in the content)",
+       completion({{"content", "<think>fma</think>\n" + kernel_reply()}})},
+      {"Ollama (OpenAI-compatible)",
+       completion({{"reasoning", "Coalesced already."}, {"content", kernel_reply()}})},
+      {"hosted API", completion({{"content", kernel_reply()}, {"refusal", nullptr}})},
+  };
+  for (auto& shape : shapes) {
+    SCOPED_TRACE(shape.server);
+    auto c = first_candidate(shape.reply);
+    ASSERT_TRUE(c);
+    expect_compiles(*c);
+  }
+}
+
+// A hosted API's rate limit: 429 with Retry-After and its error body. The client waits as told
+// and asks again within the same turn.
+TEST(LlmAnswers, RateLimitWithRetryAfterIsWaitedOutWithinTheTurn) {
+  LlmServer server;
+  LlmResponse limited;
+  limited.status = 429;
+  limited.headers = "Retry-After: 1\r\n";
+  limited.body = R"({"error": {"message": "Rate limit reached for requests", "type": "requests",
+                     "param": null, "code": "rate_limit_exceeded"}})";
+  auto start = std::chrono::steady_clock::now();
+  auto c = first_candidate(limited, nullptr, &server);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->tag, 1u);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 900ms);
+  EXPECT_EQ(server.requests().size(), 2u); // the 429, then the answer
+}
+
