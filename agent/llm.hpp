@@ -36,6 +36,7 @@ struct LlmSettings {
   uint32_t concurrency = 2;                 // requests in flight over all sessions of the strategy
   uint64_t max_reply_bytes = 1 << 20;       // a larger HTTP body is refused
   double temperature = 0.2;
+  uint32_t samples_per_turn = 1; // answers asked for per turn (`n`), each validated
   // What the validation holds candidates to, as the prompt tells the model ([validation]).
   double f32_rel = 1e-5;
   double min_speedup = 1.05;
@@ -63,6 +64,7 @@ struct ChatReply {
   uint64_t total_tokens = 0; // usage.total_tokens, or an estimate from the lengths
   bool truncated = false;    // finish_reason "length": cut at max_tokens
   size_t reasoning_bytes = 0; // in reasoning_content or reasoning: read, never sent back
+  std::vector<std::string> more_choices; // choices[1..].message.content, redacted (`n` > 1)
 };
 
 // Why a request failed, which decides what a session does next.

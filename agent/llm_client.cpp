@@ -261,6 +261,9 @@ Result<ChatReply> LlmClient::chat_once(const std::vector<ChatMessage>& messages,
                   {"max_tokens", m_settings.max_reply_tokens},
                   {"temperature", m_settings.temperature},
                   {"messages", json::array()}};
+  // Several answers in one request where the endpoint supports it (others send one: the session
+  // asks again for the rest).
+  if (m_settings.samples_per_turn > 1) request["n"] = m_settings.samples_per_turn;
   for (const auto& m : messages) {
     request["messages"].push_back({{"role", m.role}, {"content", m.content}});
   }
@@ -399,6 +402,14 @@ Result<ChatReply> LlmClient::chat_once(const std::vector<ChatMessage>& messages,
 
   ChatReply out;
   out.reasoning_bytes = reasoning_bytes;
+  if (const auto& choices = reply["choices"]; choices.size() > 1) {
+    for (size_t i = 1; i < choices.size() && i < m_settings.samples_per_turn; ++i) {
+      const json& m = choices[i].is_object() ? choices[i].value("message", json()) : json();
+      if (m.is_object() && m.value("content", json()).is_string()) {
+        out.more_choices.push_back(redact(m["content"].get<std::string>()));
+      }
+    }
+  }
   out.content = content ? redact(content->get<std::string>()) : std::string();
   auto finish = choice->find("finish_reason");
   out.truncated = finish != choice->end() && finish->is_string() && *finish == "length";

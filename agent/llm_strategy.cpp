@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -32,6 +33,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::string_view k_entry = "hone_candidate";
+// A sample's candidate tag: turn * k_sample_tag + sample (a turn of one answer: the turn).
+constexpr uint64_t k_sample_tag = 100;
 // Consecutive requests without an answer (connection, timeout, HTTP 5xx) before giving up.
 constexpr uint32_t k_max_transport_failures = 2;
 // A verdict's message (a compile log, a mismatch) is cut to this before it goes to the model.
@@ -474,8 +477,8 @@ public:
       m_best_speedup = verdict.speedup;
       m_best_turn = candidate.tag;
     }
-    if (candidate.tag == m_awaited && !m_verdict) {
-      m_verdict = verdict;
+    if (m_awaited.count(candidate.tag) && !m_verdicts.count(candidate.tag)) {
+      m_verdicts.emplace(candidate.tag, verdict);
       m_verdict_ready.notify_all();
     }
   }
@@ -488,6 +491,10 @@ public:
   std::string state() const override {
     std::lock_guard lock(m_mutex);
     if (m_best_turn == 0) return m_state;
+    if (m_best_turn >= k_sample_tag) {
+      return m_state + fmt::format("; best {:.2f}x (turn {} sample {})", m_best_speedup,
+                                   m_best_turn / k_sample_tag, m_best_turn % k_sample_tag);
+    }
     return m_state + fmt::format("; best {:.2f}x (turn {})", m_best_speedup, m_best_turn);
   }
 
@@ -513,32 +520,50 @@ private:
     return std::chrono::duration<double>(m_deadline - Clock::now()).count();
   }
 
-  Candidate candidate(uint32_t turn, const Answer& answer) const {
+  // The candidate of `answer`, sample `sample` (1-based; 0 when the turn has one answer).
+  Candidate candidate(uint32_t turn, const Answer& answer, uint32_t sample = 0) const {
     Candidate c = m_plan.base;
     std::set<std::string> inlined;
     c.code = inline_headers(answer.code, m_plan.headers, inlined);
     c.entry = answer.entry;
-    c.description = "LLM turn " + std::to_string(turn) + " (" + m_client->settings().model + ")";
-    c.tag = turn;
+    c.description = "LLM turn " + std::to_string(turn) +
+                    (sample ? " sample " + std::to_string(sample) : std::string()) + " (" +
+                    m_client->settings().model + ")";
+    c.tag = sample ? uint64_t(turn) * k_sample_tag + sample : turn;
     return c;
   }
 
-  // Hand `c` to poll() and wait for its verdict in the same breath, so that a verdict that comes
-  // back at once is not missed.
-  void hand_over(Candidate c) {
+  // Hand `cs` to poll() and wait for their verdicts in the same breath, so that a verdict that
+  // comes back at once is not missed.
+  void hand_over(std::vector<Candidate> cs) {
     std::lock_guard lock(m_mutex);
-    m_awaited = c.tag;
-    m_verdict.reset();
-    m_ready.push_back(std::move(c));
+    m_awaited.clear();
+    m_verdicts.clear();
+    for (auto& c : cs) {
+      m_awaited.insert(c.tag);
+      m_ready.push_back(std::move(c));
+    }
+  }
+  void hand_over(Candidate c) {
+    std::vector<Candidate> one;
+    one.push_back(std::move(c));
+    hand_over(std::move(one));
   }
 
-  // The verdict on the candidate handed over last; nullopt when cancelled or out of time first.
-  std::optional<Verdict> wait_for_verdict() {
+  // The verdicts on the candidates handed over last, by tag: all of them, or those in before
+  // the session was cancelled (then empty) or ran out of time.
+  std::map<uint64_t, Verdict> wait_for_verdicts() {
     std::unique_lock lock(m_mutex);
-    m_verdict_ready.wait_until(lock, m_deadline, [&] { return m_cancel || m_verdict; });
-    m_awaited = 0;
-    if (m_cancel) return std::nullopt;
-    return std::exchange(m_verdict, std::nullopt);
+    m_verdict_ready.wait_until(lock, m_deadline,
+                               [&] { return m_cancel || m_verdicts.size() == m_awaited.size(); });
+    m_awaited.clear();
+    if (m_cancel) return {};
+    return std::exchange(m_verdicts, {});
+  }
+  std::optional<Verdict> wait_for_verdict() {
+    auto all = wait_for_verdicts();
+    if (all.empty()) return std::nullopt;
+    return all.begin()->second;
   }
 
   // A reply that never reached the model's side of the conversation (too large, not a chat
@@ -552,6 +577,126 @@ private:
     } else {
       conversation.push_back({"user", note.substr(2)});
     }
+  }
+
+  // Why an answer could not be used, as the model is told.
+  static std::string unusable_why(std::string why, const std::string& content,
+                                  const ChatReply& reply) {
+    if (trim(content).empty() && reply.reasoning_bytes) {
+      why = "the answer holds only reasoning, no code";
+    }
+    if (reply.truncated) {
+      why += " (the answer was cut at max_tokens: send the kernel alone, without explanations, "
+             "shorter)";
+    }
+    return why;
+  }
+
+  // A turn of samples_per_turn answers (the reply's choices, `n`; requests one at a time for what
+  // the endpoint did not send): each usable one becomes a candidate, all are validated, and the
+  // conversation goes on from the best (verified and fastest, else the fastest correct, else the
+  // first). False when the session ended.
+  bool samples_turn(uint32_t turn, const ChatReply& first, std::vector<ChatMessage>& conversation,
+                    uint64_t& tokens) {
+    const LlmSettings& s = m_client->settings();
+    std::vector<ChatReply> replies{first};
+    for (const auto& more : first.more_choices) {
+      ChatReply r;
+      r.content = more;
+      replies.push_back(std::move(r));
+    }
+    while (replies.size() < s.samples_per_turn && !m_cancel && seconds_left() > 0) {
+      auto more = m_client->chat(conversation, m_cancel, seconds_left());
+      if (!more) break;
+      tokens += more->total_tokens;
+      replies.push_back(std::move(*more));
+    }
+    const size_t n = std::min<size_t>(replies.size(), s.samples_per_turn);
+    std::vector<std::string> contents(n), why(n);
+    std::vector<Candidate> candidates;
+    for (size_t k = 0; k < n; ++k) {
+      contents[k] = strip_reasoning(replies[k].content);
+      auto answer = extract_answer(contents[k], k_entry, m_plan.original_entry);
+      if (!answer) {
+        why[k] = unusable_why(answer.error().message, contents[k], replies[k]);
+        continue;
+      }
+      candidates.push_back(candidate(turn, *answer, uint32_t(k + 1)));
+    }
+    spdlog::info("llm: {}: {}: {} of {} samples usable ({} tokens so far)", m_plan.label,
+                 turn_label(turn), candidates.size(), n, tokens);
+    if (candidates.empty()) {
+      conversation.push_back({"assistant", contents[0]});
+      std::string text = "None of your answers could be used.";
+      for (size_t k = 0; k < n; ++k) text += " Answer " + std::to_string(k + 1) + ": " + why[k] + ".";
+      conversation.push_back({"user", text + " " + std::string(k_answer_form)});
+      return true;
+    }
+    hand_over(candidates);
+    if (turn == s.max_turns) {
+      finish(std::to_string(s.max_turns) + " of " + std::to_string(s.max_turns) + " turns used");
+      return false;
+    }
+    if (tokens >= s.token_budget_per_kernel) {
+      finish("budget spent (tokens)");
+      return false;
+    }
+    set_state(turn_label(turn) + ": waiting for " + std::to_string(candidates.size()) +
+              " verdicts");
+    auto verdicts = wait_for_verdicts();
+    if (verdicts.empty()) {
+      finish(m_cancel ? "cancelled" : "budget spent (wall time)");
+      return false;
+    }
+    // The best sample: verified and fastest, else correct and fastest, else the first judged.
+    auto rank = [](const Verdict& v) {
+      int cls = v.kind == VerdictKind::verified ? 2 : v.kind == VerdictKind::not_faster ? 1 : 0;
+      return std::make_pair(cls, cls ? v.speedup : 0.0);
+    };
+    const Candidate* best = nullptr;
+    const Verdict* best_verdict = nullptr;
+    for (const auto& c : candidates) {
+      auto it = verdicts.find(c.tag);
+      if (it == verdicts.end()) continue;
+      if (!best || rank(it->second) > rank(*best_verdict)) {
+        best = &c;
+        best_verdict = &it->second;
+      }
+    }
+    bool validatable = false;
+    for (const auto& [tag, v] : verdicts) {
+      validatable |= v.kind != VerdictKind::unsupported && v.kind != VerdictKind::internal;
+    }
+    if (!validatable) {
+      finish("gave up: the candidates could not be validated (" +
+             std::string(to_string(best_verdict->kind)) +
+             "): " + m_client->excerpt(best_verdict->message, k_max_state_error));
+      return false;
+    }
+    const size_t best_sample = size_t(best->tag % k_sample_tag);
+    conversation.push_back({"assistant", contents[best_sample - 1]});
+    std::string summary = "You gave " + std::to_string(n) + " answers, each validated:";
+    for (size_t k = 0; k < n; ++k) {
+      summary += "\n- answer " + std::to_string(k + 1) + ": ";
+      auto it = verdicts.find(uint64_t(turn) * k_sample_tag + k + 1);
+      if (!why[k].empty()) {
+        summary += "could not be used: " + why[k];
+      } else if (it == verdicts.end()) {
+        summary += "no verdict in time";
+      } else {
+        summary += to_string(it->second.kind);
+        if (it->second.kind == VerdictKind::verified ||
+            it->second.kind == VerdictKind::not_faster) {
+          summary += fmt::format(" ({:.2f}x)", it->second.speedup);
+        }
+      }
+    }
+    summary += "\nThe conversation goes on from answer " + std::to_string(best_sample) +
+               " (the best), shown above as your answer.\n";
+    conversation.push_back(
+        {"user", summary + verdict_feedback(turn, *best_verdict,
+                                            m_client->redact(best_verdict->message))});
+    return true;
   }
 
   void run() {
@@ -591,20 +736,17 @@ private:
       }
       transport_failures = 0;
       tokens += reply->total_tokens;
+      if (s.samples_per_turn > 1) {
+        if (!samples_turn(turn, *reply, conversation, tokens)) return;
+        continue;
+      }
       // The model's reasoning never goes back to it: only what it answered.
       std::string content = strip_reasoning(reply->content);
       conversation.push_back({"assistant", content});
 
       auto answer = extract_answer(content, k_entry, m_plan.original_entry);
       if (!answer) {
-        std::string why = answer.error().message;
-        if (trim(content).empty() && reply->reasoning_bytes) {
-          why = "the answer holds only reasoning, no code";
-        }
-        if (reply->truncated) {
-          why += " (the answer was cut at max_tokens: send the kernel alone, without "
-                 "explanations, shorter)";
-        }
+        std::string why = unusable_why(answer.error().message, content, *reply);
         spdlog::info("llm: {}: {}: unusable answer: {}", m_plan.label, turn_label(turn), why);
         conversation.push_back(
             {"user", "Your answer could not be used: " + why + ". " + std::string(k_answer_form)});
@@ -643,8 +785,8 @@ private:
   mutable std::mutex m_mutex;
   std::condition_variable m_verdict_ready;
   std::vector<Candidate> m_ready;
-  uint64_t m_awaited = 0; // the tag whose verdict the session waits for; 0: none
-  std::optional<Verdict> m_verdict;
+  std::set<uint64_t> m_awaited; // the tags whose verdicts the session waits for
+  std::map<uint64_t, Verdict> m_verdicts;
   std::string m_state;
   bool m_finished = false;
   double m_best_speedup = 0;

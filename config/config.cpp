@@ -650,6 +650,13 @@ const Key k_keys[] = {
      .field = HONE_FIELD(agent.llm.temperature),
      .number_min = 0, .number_max = 2,
      .doc = "Sampling temperature of the requests: low for code that compiles."},
+    {.section = "agent.llm", .name = "samples_per_turn", .kind = Kind::integer,
+     .field = HONE_FIELD(agent.llm.samples_per_turn),
+     .min = 1, .max = 8,
+     .doc = "Answers asked for per turn (the request's n; endpoints without it are asked again).\n"
+            "Each usable one is validated; the conversation goes on from the best. More: more\n"
+            "tokens and validation per turn, and more chances of a fast kernel. With several,\n"
+            "raise temperature so the answers differ."},
 };
 // clang-format on
 #undef HONE_FIELD

@@ -116,6 +116,7 @@ struct LlmConfig {
   uint32_t concurrency = 2;
   uint32_t max_reply_bytes = 1u << 20;
   double temperature = 0.2;
+  uint32_t samples_per_turn = 1;
   bool operator==(const LlmConfig&) const = default;
 };
 

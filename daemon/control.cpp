@@ -56,6 +56,7 @@ json kernel_json(const KernelInfo& k) {
               {"sampled", k.sampled},
               {"processes", k.processes.size()},
               {"variant_launches", k.variant_launches},
+              {"serving", k.serving},
               {"runs_as", k.graph_launches == 0          ? "launch"
                           : k.graph_launches >= r.launches ? "graph"
                                                            : "launch+graph"},

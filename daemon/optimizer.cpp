@@ -146,6 +146,7 @@ void Optimizer::configure_llm() {
   s.concurrency = c.concurrency;
   s.max_reply_bytes = c.max_reply_bytes;
   s.temperature = c.temperature;
+  s.samples_per_turn = c.samples_per_turn;
   s.f32_rel = m_config.validation.f32_rel;
   s.min_speedup = m_config.validation.min_speedup;
   m_strategies.push_back(agent::make_llm_strategy(std::move(s)));
@@ -571,6 +572,7 @@ void Optimizer::push_to(uint64_t conn, const KernelKey& key) {
          std::move(fd));
   installed[key] = best->id;
   m_pushed_speedup[best->id] = best->speedup;
+  k->serving = best->id.hex();
   spdlog::info("variant {} of {} pushed to process {}", best->id.hex(), key.entry,
                p->second.hello.pid);
 }
@@ -584,6 +586,7 @@ void Optimizer::push(const KernelKey& key) {
 }
 
 void Optimizer::withdraw(const KernelKey& key) {
+  if (KernelInfo* k = m_registry.kernel(key)) k->serving.clear();
   for (auto& [conn, installed] : m_installed) {
     auto it = installed.find(key);
     if (it == installed.end()) continue;

@@ -64,6 +64,8 @@ struct KernelInfo {
   // Why the last capture of its shadow inputs was refused by the process (a graph the shim
   // observes only, buffers over the cap, ...); empty once one succeeds.
   std::string capture_refused;
+  // The variant honed last pushed to the processes running it (hex id); empty when none serves.
+  std::string serving;
   bool dirty = false;                  // to be written to the store
 
   // Mean device time of one launch, from samples; 0 when none.

@@ -318,6 +318,83 @@ TEST(Agent, LlmCandidateIsFedItsMismatchAndFixedOnTheNextTurn) {
       << "the echoed key should show up redacted: " << d->log();
 }
 
+// Three samples in one turn (the request's n = 3): the first is right but keeps half the
+// original's loop, the second is right without it, the third is wrong. Each is validated, and the
+// second, the fastest correct one, is the one served.
+TEST(Agent, LlmSamplesTheFastestCorrectOneIsServed) {
+  LlmServer llm;
+  const std::string head =
+      "extern \"C\" __global__ void hone_candidate(int* out, const int* in, int n, int reps)\n"
+      "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n";
+  const std::string half_loop =
+      head + "    unsigned acc = 0;\n    for (int k = 0; k < reps / 2; ++k) acc += unsigned(in[i]);\n"
+             "    out[i] = int(acc * 2u + unsigned(reps & 1) * unsigned(in[i]));\n}\n";
+  const std::string no_loop =
+      head + "    out[i] = int(unsigned(in[i]) * unsigned(reps));\n}\n";
+  const std::string wrong = head + "    out[i] = in[i] * reps + 1;\n}\n";
+  json choices = json::array();
+  for (const auto& code : {half_loop, no_loop, wrong}) {
+    choices.push_back({{"index", choices.size()},
+                       {"message", {{"role", "assistant"}, {"content", fenced(code)}}},
+                       {"finish_reason", "stop"}});
+  }
+  LlmResponse three;
+  three.body = json{{"object", "chat.completion"},
+                    {"choices", choices},
+                    {"usage", {{"total_tokens", 900}}}}
+                   .dump();
+  llm.push(three);
+
+  DaemonOptions o;
+  o.config = agent_config("[agent.llm]\nenabled = true\nbase_url = \"" + llm.base_url() +
+                          "\"\nmodel = \"scripted\"\nmax_turns = 1\nsamples_per_turn = 3\n"
+                          "request_timeout_s = 30\n");
+  o.env.emplace("HONE_EMU_INSTRUCTION_BUDGET", "400000000");
+  auto started = DaemonProcess::start(std::move(o));
+  ASSERT_TRUE(started) << started.error().message;
+  auto d = std::move(*started);
+  BackgroundApp app(serve_app(d->socket()));
+  Ctl ctl(d->socket());
+
+  // The three jobs, done.
+  std::map<int, json> sample;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        sample.clear();
+        const json jobs = ctl.request({{"cmd", "jobs"}}); // kept: the loop walks inside it
+        for (const auto& j : jobs["result"]["jobs"]) {
+          std::string what = j.value("description", "");
+          for (int k = 1; k <= 3; ++k) {
+            if (what.find("sample " + std::to_string(k)) != std::string::npos &&
+                j.value("state", "") == "done")
+              sample[k] = j;
+          }
+        }
+        return sample.size() == 3;
+      },
+      300s))
+      << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
+  print_jobs(ctl);
+  EXPECT_EQ(sample[1].value("verdict", ""), "verified") << sample[1].dump(2);
+  EXPECT_EQ(sample[2].value("verdict", ""), "verified") << sample[2].dump(2);
+  EXPECT_EQ(sample[3].value("verdict", ""), "mismatch") << sample[3].dump(2);
+  EXPECT_GT(sample[2].value("speedup", 0.0), sample[1].value("speedup", 0.0));
+  EXPECT_EQ(llm.requests().size(), 1u); // one request for the three
+  // The second serves.
+  const std::string second = sample[2].value("variant", "");
+  ASSERT_FALSE(second.empty()) << sample[2].dump(2);
+  json k;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        k = ctl.kernel("accumulate");
+        return k.value("serving", "") == second && count(k, "variant_launches") > 5;
+      },
+      60s))
+      << "serving " << k.value("serving", "") << ", want sample 2's " << second << "\n"
+      << k.dump(2);
+  expect_correct(app);
+}
+
 // The agent keeps to its share of the GPU: while the applications' load is above
 // optimizer.pause_load no validation job starts (the queue waits), and once resumed the worker
 // is busy at most about optimizer.gpu_share of the time.

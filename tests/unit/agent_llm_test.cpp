@@ -1056,3 +1056,103 @@ TEST(LlmAnswers, RateLimitWithRetryAfterIsWaitedOutWithinTheTurn) {
   EXPECT_EQ(server.requests().size(), 2u); // the 429, then the answer
 }
 
+
+// ---- several samples per turn ------------------------------------------------------------------
+
+namespace {
+
+// A chat completion with one choice per content (what an endpoint that honours `n` sends).
+LlmResponse choices(const std::vector<std::string>& contents) {
+  json all = json::array();
+  for (size_t i = 0; i < contents.size(); ++i) {
+    all.push_back({{"index", i},
+                   {"message", {{"role", "assistant"}, {"content", contents[i]}}},
+                   {"finish_reason", "stop"}});
+  }
+  LlmResponse r;
+  r.body = json{{"object", "chat.completion"},
+                {"choices", all},
+                {"usage", {{"total_tokens", 300}}}}
+               .dump();
+  return r;
+}
+
+Verdict timed(VerdictKind kind, double speedup) {
+  Verdict v = verdict(kind);
+  v.original_ns = 3000;
+  v.candidate_ns = 3000 / speedup;
+  v.speedup = speedup;
+  return v;
+}
+
+} // namespace
+
+// Three samples in one request (n = 3): each is a candidate; the second is the fastest verified
+// one, and the conversation goes on from it, with every sample's verdict told.
+TEST(LlmSamples, TheBestOfThreeIsKeptAndTheNextTurnStartsFromIt) {
+  LlmServer server;
+  server.push(choices({kernel_reply("sample one"), kernel_reply("sample two"),
+                       kernel_reply("sample three")}));
+  server.push(LlmResponse::chat(kernel_reply("turn two")));
+  LlmSettings s = settings(server);
+  s.samples_per_turn = 3;
+  s.max_turns = 2;
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+  std::vector<Candidate> candidates;
+  ASSERT_TRUE(eventually([&] {
+    auto more = session->poll();
+    candidates.insert(candidates.end(), more.begin(), more.end());
+    return candidates.size() >= 3 || session->done();
+  }));
+  ASSERT_EQ(candidates.size(), 3u) << session->state();
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(candidates[k].tag, 100u + k + 1);
+    EXPECT_TRUE(contains(candidates[k].description, "turn 1 sample " + std::to_string(k + 1)))
+        << candidates[k].description;
+  }
+  EXPECT_TRUE(contains(candidates[1].code, "sample two"));
+  ASSERT_EQ(server.requests().size(), 1u); // one request for the three
+  EXPECT_EQ(body(server.requests()[0])["n"], 3);
+
+  session->on_verdict(candidates[0], timed(VerdictKind::verified, 1.2));
+  session->on_verdict(candidates[2], verdict(VerdictKind::mismatch, "element 5 differs"));
+  session->on_verdict(candidates[1], timed(VerdictKind::verified, 1.8));
+  auto next = next_candidates(*session);
+  ASSERT_EQ(next.size(), 1u) << session->state();
+  // Turn 2: the endpoint sent one choice and failed the requests for more; one sample then.
+  EXPECT_EQ(next[0].tag, 201u);
+  EXPECT_TRUE(contains(session->state(), "best 1.80x (turn 1 sample 2)")) << session->state();
+
+  auto requests = server.requests();
+  ASSERT_GE(requests.size(), 2u);
+  json messages = body(requests[1])["messages"];
+  ASSERT_GE(messages.size(), 4u);
+  std::string answer = messages[messages.size() - 2]["content"];
+  EXPECT_TRUE(contains(answer, "sample two")) << answer;
+  std::string feedback = messages.back()["content"];
+  for (const char* part : {"answer 1: verified (1.20x)", "answer 2: verified (1.80x)",
+                           "answer 3: mismatch", "goes on from answer 2"}) {
+    EXPECT_TRUE(contains(feedback, part)) << part << "\n" << feedback;
+  }
+}
+
+// An endpoint that ignores `n` (llama-server) answers once: the session asks again for the rest.
+TEST(LlmSamples, AnEndpointWithoutNIsAskedAgain) {
+  LlmServer server;
+  for (const char* m : {"a", "b", "c"}) server.push(LlmResponse::chat(kernel_reply(m)));
+  LlmSettings s = settings(server);
+  s.samples_per_turn = 3;
+  s.max_turns = 1;
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+  std::vector<Candidate> candidates;
+  ASSERT_TRUE(eventually([&] {
+    auto more = session->poll();
+    candidates.insert(candidates.end(), more.begin(), more.end());
+    return candidates.size() >= 3 || session->done();
+  }));
+  EXPECT_EQ(candidates.size(), 3u) << session->state();
+  EXPECT_EQ(server.requests().size(), 3u);
+  EXPECT_TRUE(eventually([&] { return session->done(); }));
+}

@@ -252,10 +252,11 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_AGENT_LLM_WALL_BUDGET_S_PER_KERNEL",
                         "HONE_AGENT_LLM_CONCURRENCY",
                         "HONE_AGENT_LLM_MAX_REPLY_BYTES",
-                        "HONE_AGENT_LLM_TEMPERATURE"}) {
+                        "HONE_AGENT_LLM_TEMPERATURE",
+                        "HONE_AGENT_LLM_SAMPLES_PER_TURN"}) {
     EXPECT_TRUE(vars.count(v)) << v;
   }
-  EXPECT_EQ(keys.size(), 64u);
+  EXPECT_EQ(keys.size(), 65u);
 }
 
 TEST(ConfigFile, SetsEveryKey) {
