@@ -2,6 +2,10 @@
 
 #include <nvrtc.h>
 
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 
 namespace hone::cuda {
@@ -62,6 +66,25 @@ std::string nvrtc_version() {
   int major = 0, minor = 0;
   if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
   return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::string cuda_include_dir() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> tries;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname) {
+    fs::path lib = fs::path(info.dli_fname).parent_path();
+    tries.push_back(lib.parent_path() / "include");               // <cuda>/lib64 -> include
+    tries.push_back(lib.parent_path().parent_path() / "include"); // targets/<arch>/lib
+  }
+  if (const char* home = std::getenv("CUDA_HOME"); home && *home)
+    tries.push_back(fs::path(home) / "include");
+  tries.emplace_back("/usr/local/cuda/include");
+  for (const auto& dir : tries) {
+    std::error_code ec;
+    if (fs::is_regular_file(dir / "cuda_fp16.h", ec)) return fs::weakly_canonical(dir, ec).string();
+  }
+  return {};
 }
 
 } // namespace hone::cuda

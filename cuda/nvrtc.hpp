@@ -31,4 +31,10 @@ Result<NvrtcOutput> nvrtc_compile(std::string_view source, std::string_view name
 // "13.0" and so on.
 std::string nvrtc_version();
 
+// The CUDA toolkit's include directory that belongs to the NVRTC in use (the one holding
+// cuda_fp16.h, cuda_bf16.h, ...): beside the library's directory, else $CUDA_HOME/include, else
+// /usr/local/cuda/include; empty when none holds cuda_fp16.h. For `--include-path=`, so that
+// candidates may include the device headers NVRTC does not build in.
+std::string cuda_include_dir();
+
 } // namespace hone::cuda

@@ -40,6 +40,9 @@ Result<LoadedCandidate> load_candidate(Device& device, const Job& job) {
                                      std::to_string(device.cc_major()) +
                                      std::to_string(device.cc_minor())};
     options.insert(options.end(), job.nvrtc_options.begin(), job.nvrtc_options.end());
+    // The toolkit's device headers (cuda_fp16.h, ...), searched after the candidate's own paths.
+    static const std::string k_include = cuda::cuda_include_dir();
+    if (!k_include.empty()) options.push_back("--include-path=" + k_include);
     auto compiled = cuda::nvrtc_compile(job.candidate, "candidate.cu", options);
     if (!compiled) return compiled.error();
     out.ptx = std::move(compiled->ptx);

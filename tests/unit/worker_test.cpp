@@ -1475,3 +1475,19 @@ extern "C" __global__ void scale_late(float a, const float* x, float* y, int n)
   v = worker().run(job, data_of({&cap}));
   EXPECT_EQ(v.kind, VerdictKind::refused) << describe(v);
 }
+
+// The toolkit's device headers are on the candidate's include path: a candidate may include
+// cuda_fp16.h (many answers of models do, for a kernel that does not even use it).
+TEST_F(WorkerTest, CandidatesMayIncludeTheToolkitsDeviceHeaders) {
+  auto cap = scale_capture("scale", 1024, 1);
+  const char* with_header = R"(
+#include <cuda_fp16.h>
+extern "C" __global__ void scale_h(float a, const float* x, float* y, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = a * x[i];
+})";
+  Verdict v = run_cuda(worker(), "scale", cap, with_header, "scale_h");
+  EXPECT_TRUE(v.kind == VerdictKind::verified || v.kind == VerdictKind::not_faster)
+      << describe(v);
+}
