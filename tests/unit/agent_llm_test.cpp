@@ -1077,6 +1077,17 @@ LlmResponse choices(const std::vector<std::string>& contents) {
   return r;
 }
 
+// The candidates a session hands over until there are `n` or it is done.
+std::vector<Candidate> collect(Session& session, size_t n) {
+  std::vector<Candidate> out;
+  eventually([&] {
+    auto more = session.poll();
+    out.insert(out.end(), more.begin(), more.end());
+    return out.size() >= n || session.done();
+  });
+  return out;
+}
+
 Verdict timed(VerdictKind kind, double speedup) {
   Verdict v = verdict(kind);
   v.original_ns = 3000;
@@ -1099,12 +1110,7 @@ TEST(LlmSamples, TheBestOfThreeIsKeptAndTheNextTurnStartsFromIt) {
   s.max_turns = 2;
   auto session = make_llm_strategy(s)->start(source_task());
   ASSERT_NE(session, nullptr);
-  std::vector<Candidate> candidates;
-  ASSERT_TRUE(eventually([&] {
-    auto more = session->poll();
-    candidates.insert(candidates.end(), more.begin(), more.end());
-    return candidates.size() >= 3 || session->done();
-  }));
+  std::vector<Candidate> candidates = collect(*session, 3);
   ASSERT_EQ(candidates.size(), 3u) << session->state();
   for (size_t k = 0; k < 3; ++k) {
     EXPECT_EQ(candidates[k].tag, 100u + k + 1);
@@ -1146,12 +1152,7 @@ TEST(LlmSamples, AnEndpointWithoutNIsAskedAgain) {
   s.max_turns = 1;
   auto session = make_llm_strategy(s)->start(source_task());
   ASSERT_NE(session, nullptr);
-  std::vector<Candidate> candidates;
-  ASSERT_TRUE(eventually([&] {
-    auto more = session->poll();
-    candidates.insert(candidates.end(), more.begin(), more.end());
-    return candidates.size() >= 3 || session->done();
-  }));
+  std::vector<Candidate> candidates = collect(*session, 3);
   EXPECT_EQ(candidates.size(), 3u) << session->state();
   EXPECT_EQ(server.requests().size(), 3u);
   EXPECT_TRUE(eventually([&] { return session->done(); }));
