@@ -6,6 +6,7 @@
 #include "agent/kernel_ptx.hpp"
 #include "agent/llm.hpp"
 #include "agent/llm_answer.hpp"
+#include "agent/llm_feedback.hpp"
 
 #include "ptx/analysis.hpp"
 #include "ptx/parser.hpp"
@@ -424,13 +425,16 @@ std::string verdict_feedback(uint32_t turn, const Verdict& v, std::string messag
                                    v.candidate_ns, v.original_ns, v.speedup);
   std::string detail = message.empty() ? "" : "\n" + clip(std::move(message)) + "\n";
   std::string form(k_answer_form);
+  std::string profile = profile_feedback(v.evidence_json);
+  if (!profile.empty()) profile = "\n" + profile;
   if (v.kind == VerdictKind::verified) {
     return head + " was verified: it matched the original on every captured launch; " + timing +
-           ". Make it faster still, under the same rules. " + form;
+           "." + profile + (profile.empty() ? " " : "") +
+           "Make it faster still, under the same rules. " + form;
   }
   if (v.kind == VerdictKind::not_faster) {
     return head + " matched the original but was not faster by enough: " + timing + "." + detail +
-           "Find an approach that saves more time. " + form;
+           profile + "Find an approach that saves more time. " + form;
   }
   return head + rejection(v.kind) + detail + "Fix it. " + form;
 }

@@ -17,6 +17,7 @@ Result<std::shared_ptr<const DriverApi>> DriverApi::open(const std::string& path
   }
   auto api = std::make_shared<DriverApi>();
   api->m_path = path;
+  api->m_lib = lib;
   link_map* lm = nullptr;
   if (::dlinfo(lib, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && *lm->l_name) {
     api->m_path = lm->l_name;
@@ -49,6 +50,10 @@ Result<std::shared_ptr<const DriverApi>> DriverApi::open(const std::string& path
 bool DriverApi::has_vmm() const {
   return cuMemGetAllocationGranularity && cuMemAddressReserve && cuMemAddressFree && cuMemCreate &&
          cuMemRelease && cuMemMap && cuMemUnmap && cuMemSetAccess;
+}
+
+void* DriverApi::symbol(const char* name) const {
+  return m_lib ? ::dlsym(m_lib, name) : nullptr;
 }
 
 std::string DriverApi::describe(CUresult r) const {

@@ -5,7 +5,8 @@
 // Each entry point is resolved by its ABI name (cuMemAlloc_v2, cuEventElapsedTime_v2, ...), the
 // name the driver exports for the signature cuda.h declares. Required ones missing make open()
 // fail; optional ones (VMM, cuFuncGetParamInfo, cuCtxCreate_v2) are nullptr when the driver lacks
-// them, and callers choose another way.
+// them, and callers choose another way. symbol() finds what a driver exports beyond cuda.h (the
+// emulated device's hone_emu_launch_cost).
 //
 // CUresult never leaves this layer unconverted (CONVENTIONS.md, "Errors"): call() turns a failure
 // into an Error naming the call and carrying the driver's own name and description of the result,
@@ -71,7 +72,9 @@ namespace hone::cuda {
   X(cuMemUnmap, "cuMemUnmap", "")                                                                  \
   X(cuMemSetAccess, "cuMemSetAccess", "")                                                          \
   X(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange", "")                                \
-  X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", "")
+  X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", "")                                  \
+  X(cuFuncGetAttribute, "cuFuncGetAttribute", "")                                                  \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", "")
 
 class DriverApi {
 public:
@@ -94,6 +97,8 @@ public:
   }
   // Every VMM entry point is present (the device must still report support).
   bool has_vmm() const;
+  // Another symbol the driver library exports, or nullptr.
+  void* symbol(const char* name) const;
 
   // "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered".
   std::string describe(CUresult r) const;
@@ -114,6 +119,7 @@ public:
 
 private:
   std::string m_path;
+  void* m_lib = nullptr;
 };
 
 // Call driver entry point `fn` of DriverApi `drv`, naming it in the error.

@@ -253,6 +253,7 @@ CUresult execute_kernel(Registry& r, std::unique_lock<std::mutex>& lock, Handle 
   if (ctx == nullptr) return CUDA_SUCCESS; // destroyed by another thread while the kernel ran
   if (outcome.status == CUDA_SUCCESS) {
     ok = true;
+    kernel->last = {true, outcome.modeled_ns, outcome.cost};
     if (log_enabled(LogLevel::debug)) {
       const ModeledCost& c = outcome.cost;
       log(LogLevel::debug,

@@ -3,9 +3,12 @@
 #include "emu/driver.hpp"
 
 #include "cuda/fatbin.hpp"
+#include "emu/cost_model.hpp"
+#include "emu/launch_cost.h"
 #include "emu/log.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -914,6 +917,40 @@ CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t* 
     if (paramIndex >= params.size()) return CUDA_ERROR_INVALID_VALUE;
     *paramOffset = params[paramIndex].offset;
     if (paramSize != nullptr) *paramSize = params[paramIndex].size;
+    return CUDA_SUCCESS;
+  });
+}
+
+// hone's query of the cost model (emu/launch_cost.h): the last completed launch of `fn`.
+CUresult hone_emu_launch_cost(CUfunction fn, hone_emu_cost* out) {
+  return guarded([&] {
+    if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (out == nullptr || out->version != HONE_EMU_LAUNCH_COST_VERSION) return CUDA_ERROR_INVALID_VALUE;
+    std::unique_lock<std::mutex> lock;
+    Function* f = nullptr;
+    if (CUresult rc = query_function(from_cu(fn), f, lock); rc != CUDA_SUCCESS) return rc;
+    const Kernel::LastLaunch& last = f->kernel->last;
+    if (!last.done) return CUDA_ERROR_NOT_FOUND;
+    const ModeledCost& c = last.cost;
+    hone_emu_cost r{};
+    r.version = HONE_EMU_LAUNCH_COST_VERSION;
+    r.registers = c.registers;
+    r.registers_assumed = c.registers_assumed ? 1 : 0;
+    r.blocks_per_sm = c.blocks_per_sm;
+    r.warps_per_sm = c.warps_per_sm;
+    std::snprintf(r.occupancy_limit, sizeof r.occupancy_limit, "%s", c.occupancy_limit.c_str());
+    std::snprintf(r.bound, sizeof r.bound, "%s", c.bound.c_str());
+    r.waves = c.waves;
+    r.modeled_ns = last.modeled_ns;
+    r.issue_ns = c.issue_ns;
+    r.latency_ns = c.latency_ns;
+    r.l1_ns = c.l1_ns;
+    r.l2_ns = c.l2_ns;
+    r.dram_ns = c.dram_ns;
+    r.l2_bytes = c.l2_bytes;
+    r.dram_bytes = c.dram_bytes;
+    r.dram_bytes_per_s = cost::k_dram_bytes_per_kcycle * cost::k_clock_khz;
+    *out = r;
     return CUDA_SUCCESS;
   });
 }

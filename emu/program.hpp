@@ -134,6 +134,15 @@ public:
   // Run the kernel to completion. Checks the launch shape and shared memory first
   // (CUDA_ERROR_INVALID_VALUE), then runs; a fault ends the launch with its CUresult.
   virtual LaunchOutcome launch(const LaunchRequest& request) = 0;
+
+  // The cost of the last launch that completed (hone_emu_launch_cost), written and read under the
+  // registry's mutex.
+  struct LastLaunch {
+    bool done = false;
+    uint64_t modeled_ns = 0;
+    ModeledCost cost;
+  };
+  LastLaunch last;
 };
 
 struct GlobalSymbol {

@@ -179,6 +179,52 @@ Result<double> Device::run(CUfunction fn, const LaunchShape& s, std::string& par
   return double(ms) * 1e6;
 }
 
+KernelProfile Device::profile(CUfunction fn, const LaunchShape& shape) const {
+  const auto& a = *m_api;
+  KernelProfile p;
+  auto attribute = [&](CUfunction_attribute what) {
+    int v = -1;
+    if (!a.cuFuncGetAttribute || a.cuFuncGetAttribute(&v, what, fn) != CUDA_SUCCESS) return -1;
+    return v;
+  };
+  p.registers = attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);
+  p.local_bytes = attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+  p.static_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+  const int threads = int(uint64_t(shape.block[0]) * shape.block[1] * shape.block[2]);
+  p.warps_per_block = (threads + 31) / 32;
+  int blocks = 0;
+  if (a.cuOccupancyMaxActiveBlocksPerMultiprocessor &&
+      a.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, threads,
+                                                    shape.shared_bytes) == CUDA_SUCCESS) {
+    p.blocks_per_sm = blocks;
+  }
+  int sm_threads = 0;
+  if (a.cuDeviceGetAttribute(&sm_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+                             m_device) == CUDA_SUCCESS) {
+    p.max_warps_per_sm = sm_threads / 32;
+  }
+  if (auto query = reinterpret_cast<hone_emu_launch_cost_fn>(
+          a.symbol(HONE_EMU_LAUNCH_COST_SYMBOL))) {
+    hone_emu_cost c{};
+    c.version = HONE_EMU_LAUNCH_COST_VERSION;
+    if (query(fn, &c) == CUDA_SUCCESS) p.modeled = c;
+  }
+  return p;
+}
+
+double Device::dram_peak_bytes_per_s() const {
+  int khz = 0, bits = 0;
+  const auto& a = *m_api;
+  if (a.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, m_device) !=
+          CUDA_SUCCESS ||
+      a.cuDeviceGetAttribute(&bits, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, m_device) !=
+          CUDA_SUCCESS ||
+      khz <= 0 || bits <= 0) {
+    return 0;
+  }
+  return double(khz) * 1e3 * 2 * (double(bits) / 8);
+}
+
 bool Device::healthy() const {
   return m_api->cuCtxSynchronize() == CUDA_SUCCESS;
 }

@@ -6,10 +6,12 @@
 #include "common/result.hpp"
 #include "cuda/driver_api.hpp"
 #include "cuda/jit_options.hpp"
+#include "emu/launch_cost.h"
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,19 @@ struct LaunchShape {
   uint32_t shared_bytes = 0;
 };
 
+// What bounds a kernel, for a verdict's feedback: what the driver says of the compiled kernel
+// (ptxas' resources on a GPU) and, on the emulated device, what its cost model made of the last
+// launch. -1: the driver does not say.
+struct KernelProfile {
+  int registers = -1;           // per thread
+  int local_bytes = -1;         // local memory per thread: register spills and stack
+  int static_shared_bytes = -1;
+  int blocks_per_sm = -1;       // resident blocks per SM at the launch's shape
+  int warps_per_block = 0;
+  int max_warps_per_sm = -1;
+  std::optional<hone_emu_cost> modeled;
+};
+
 class Device {
 public:
   // Initialise the driver and create this worker's context on device `ordinal` (cuCtxCreate_v2,
@@ -72,6 +87,12 @@ public:
   // Returns its device time in nanoseconds, measured with events. The error's code is the
   // CUresult of the launch or of the wait (a kernel fault surfaces there).
   Result<double> run(CUfunction fn, const LaunchShape& shape, std::string& params);
+  // What bounds `fn` at `shape`; after a launch of it, on the emulated device, with the model's
+  // account of that launch.
+  KernelProfile profile(CUfunction fn, const LaunchShape& shape) const;
+  // The device's peak DRAM bandwidth in bytes per second, from its memory clock and bus width
+  // (DDR: two transfers a clock); 0 when the driver does not say.
+  double dram_peak_bytes_per_s() const;
   // Is the context still usable (a synchronize succeeds)?
   bool healthy() const;
 

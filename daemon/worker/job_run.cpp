@@ -11,8 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 
@@ -119,6 +121,7 @@ private:
   std::optional<Failure> validate_all(uint64_t seed1, uint64_t seed2, bool record);
   JobOutcome finish(std::optional<Failure> f);
   void record_measurement(const Measurement& m, const char* key);
+  void record_profile(const Capture& capture, const Measurement& m);
 
   Device& m_device;
   const Bundle& m_bundle;
@@ -131,6 +134,7 @@ private:
   Kernels m_kernels;
   RunClock m_clock;
   std::vector<std::unique_ptr<CaptureCheck>> m_checks;
+  size_t m_bench_capture = 0; // the capture the benchmark runs on (the first usable one)
   bool m_tolerance_used = false;
 };
 
@@ -194,6 +198,7 @@ std::optional<Failure> JobRun::go() {
                        " given: " + std::to_string(outside_guard) +
                        " fail the candidate's guard, the rest were not captured completely)"};
   }
+  m_bench_capture = usable.front();
   const ptx::EntryInfo* entry = m_entry ? &*m_entry : nullptr;
   for (size_t i : usable) {
     m_checks.push_back(std::make_unique<CaptureCheck>(m_device, m_job, i, m_bundle.capture_data[i],
@@ -258,6 +263,8 @@ std::optional<Failure> JobRun::go() {
                                                   fixed(m2.speedup, 2) + "x)"};
     }
   }
+
+  record_profile(m_job.captures[m_bench_capture], m);
 
   // 5. The verdict.
   std::string numbers = fixed(m.speedup, 2) + "x (median " + ns_text(m.original_median) + " -> " +
@@ -333,6 +340,62 @@ void JobRun::record_measurement(const Measurement& m, const char* key) {
     return out;
   };
   m_evidence[key] = {{"original", rounded(m.original_ns)}, {"candidate", rounded(m.candidate_ns)}};
+}
+
+// What bounds the original and the candidate on the benchmark's capture, for the verdict's reader
+// (the LLM strategy's feedback): the driver's account of each kernel and, on the emulated device,
+// the cost model's of its last launch there (the recheck after the timed runs).
+void JobRun::record_profile(const Capture& capture, const Measurement& m) {
+  LaunchShape shape{capture.grid, capture.block, capture.shared_bytes};
+  // Bytes the launch's buffers hold, each allocation once: what a kernel that reads or writes all
+  // of them once moves at least.
+  std::vector<std::pair<uint64_t, uint64_t>> allocations;
+  for (const auto& b : capture.buffers) allocations.emplace_back(b.base, b.size);
+  std::sort(allocations.begin(), allocations.end());
+  allocations.erase(std::unique(allocations.begin(), allocations.end()), allocations.end());
+  uint64_t buffer_bytes = 0;
+  for (const auto& a : allocations) buffer_bytes += a.second;
+
+  bool modeled = false;
+  auto side = [&](CUfunction fn, double ns) {
+    KernelProfile p = m_device.profile(fn, shape);
+    json j = {{"ns", std::round(ns)}};
+    auto put = [&](const char* key, int v) {
+      if (v >= 0) j[key] = v;
+    };
+    put("registers", p.registers);
+    put("local_bytes", p.local_bytes);
+    put("static_shared_bytes", p.static_shared_bytes);
+    put("blocks_per_sm", p.blocks_per_sm);
+    if (p.blocks_per_sm >= 0) j["warps_per_sm"] = p.blocks_per_sm * p.warps_per_block;
+    put("max_warps_per_sm", p.max_warps_per_sm);
+    if (const auto& c = p.modeled) {
+      modeled = true;
+      j["bound"] = std::string(c->bound, strnlen(c->bound, sizeof c->bound));
+      j["occupancy_limit"] =
+          std::string(c->occupancy_limit, strnlen(c->occupancy_limit, sizeof c->occupancy_limit));
+      j["warps_per_sm"] = c->warps_per_sm;
+      j["waves"] = c->waves;
+      j["modeled_ns"] = c->modeled_ns;
+      j["terms_ns"] = {{"issue", c->issue_ns}, {"latency", c->latency_ns}, {"L1", c->l1_ns},
+                       {"L2", c->l2_ns},       {"DRAM", c->dram_ns}};
+      j["dram_bytes"] = c->dram_bytes;
+      j["l2_bytes"] = c->l2_bytes;
+      j["dram_bytes_per_s_peak"] = c->dram_bytes_per_s;
+    }
+    return j;
+  };
+  json profile = {{"capture", m_bench_capture},
+                  {"buffer_bytes", buffer_bytes},
+                  {"original", side(m_kernels.original, m.original_median)},
+                  {"candidate", side(m_kernels.candidate, m.candidate_median)}};
+  profile["source"] = modeled ? "emulated device cost model" : "driver";
+  if (!modeled) {
+    if (double peak = m_device.dram_peak_bytes_per_s(); peak > 0) {
+      profile["dram_bytes_per_s_peak"] = std::round(peak);
+    }
+  }
+  m_evidence["profile"] = std::move(profile);
 }
 
 JobOutcome JobRun::finish(std::optional<Failure> f) {

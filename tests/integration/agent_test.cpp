@@ -320,7 +320,7 @@ TEST(Agent, LlmCandidateIsFedItsMismatchAndFixedOnTheNextTurn) {
 
 // Three samples in one turn (the request's n = 3): the first is right but keeps half the
 // original's loop, the second is right without it, the third is wrong. Each is validated, and the
-// second, the fastest correct one, is the one served.
+// second, the fastest correct one, is the one served. The next turn is told what bounds it.
 TEST(Agent, LlmSamplesTheFastestCorrectOneIsServed) {
   LlmServer llm;
   const std::string head =
@@ -344,10 +344,11 @@ TEST(Agent, LlmSamplesTheFastestCorrectOneIsServed) {
                     {"usage", {{"total_tokens", 900}}}}
                    .dump();
   llm.push(three);
+  llm.push(LlmResponse::chat("I see no further way to make it faster.", 300));
 
   DaemonOptions o;
   o.config = agent_config("[agent.llm]\nenabled = true\nbase_url = \"" + llm.base_url() +
-                          "\"\nmodel = \"scripted\"\nmax_turns = 1\nsamples_per_turn = 3\n"
+                          "\"\nmodel = \"scripted\"\nmax_turns = 2\nsamples_per_turn = 3\n"
                           "request_timeout_s = 30\n");
   o.env.emplace("HONE_EMU_INSTRUCTION_BUDGET", "400000000");
   auto started = DaemonProcess::start(std::move(o));
@@ -379,7 +380,17 @@ TEST(Agent, LlmSamplesTheFastestCorrectOneIsServed) {
   EXPECT_EQ(sample[2].value("verdict", ""), "verified") << sample[2].dump(2);
   EXPECT_EQ(sample[3].value("verdict", ""), "mismatch") << sample[3].dump(2);
   EXPECT_GT(sample[2].value("speedup", 0.0), sample[1].value("speedup", 0.0));
-  EXPECT_EQ(llm.requests().size(), 1u); // one request for the three
+  // One request for the three; the next turn hears what bounds the best one, from the cost model
+  // of the emulated device that timed it.
+  ASSERT_TRUE(wait_for([&] { return llm.requests().size() >= 2; }, 60s)) << d->log();
+  EXPECT_NE(llm.requests()[0].body.find("\"n\":3"), std::string::npos) << llm.requests()[0].body;
+  const std::string feedback = llm.requests()[1].body;
+  EXPECT_NE(feedback.find("The conversation goes on from answer 2"), std::string::npos) << feedback;
+  for (const char* figure : {"cost model", "- original: ", "- candidate: ", "-bound (",
+                             " registers", " warps per SM (limited by ", "DRAM traffic ",
+                             "% of the 4.30 TB/s roofline"}) {
+    EXPECT_NE(feedback.find(figure), std::string::npos) << figure << " in " << feedback;
+  }
   // The second serves.
   const std::string second = sample[2].value("variant", "");
   ASSERT_FALSE(second.empty()) << sample[2].dump(2);

@@ -2,6 +2,7 @@
 // (support/llm_server.*): what it asks, what it makes of the answers, how verdicts are fed back,
 // how it ends (turns, budgets, errors, cancellation) and that the API key never leaks.
 #include "agent/llm.hpp"
+#include "agent/llm_feedback.hpp"
 #include "cuda/nvrtc.hpp"
 #include "llm_server.hpp"
 
@@ -399,6 +400,102 @@ TEST(LlmStrategy, VerifiedIsFedBackWithItsTimings) {
   EXPECT_TRUE(contains(feedback, "faster still")) << feedback;
   EXPECT_TRUE(eventually([&] { return contains(session->state(), "waiting for the verdict"); }));
   EXPECT_EQ(session->state(), "turn 2 of 4: waiting for the verdict; best 1.50x (turn 1)");
+}
+
+// The profile the worker records (daemon/worker/job_run.cpp), as the emulated device gives it:
+// a register-limited, latency-bound original and its rewrite at 32 registers.
+std::string emulated_profile_evidence() {
+  auto side = [](double ns, int regs, int blocks, const char* limit, int waves, uint64_t latency) {
+    return json{{"ns", ns},
+                {"registers", regs},
+                {"local_bytes", 0},
+                {"static_shared_bytes", 0},
+                {"blocks_per_sm", blocks},
+                {"warps_per_sm", blocks * 4},
+                {"max_warps_per_sm", 64},
+                {"bound", "latency"},
+                {"occupancy_limit", limit},
+                {"waves", waves},
+                {"modeled_ns", uint64_t(ns)},
+                {"terms_ns",
+                 {{"issue", 1665}, {"latency", latency}, {"L1", 919}, {"L2", 1148}, {"DRAM", 925}}},
+                {"dram_bytes", 3974880},
+                {"l2_bytes", 8035584},
+                {"dram_bytes_per_s_peak", 4300560000000.0}};
+  };
+  json profile = {{"source", "emulated device cost model"},
+                  {"capture", 0},
+                  {"buffer_bytes", 4667392},
+                  {"original", side(38836, 78, 6, "registers", 2, 37320)},
+                  {"candidate", side(20177, 32, 16, "warps", 1, 18660)}};
+  return json{{"schema", "hone.evidence/1"}, {"profile", profile}}.dump();
+}
+
+TEST(LlmFeedback, TheCostModelSaysWhatBoundsEachKernel) {
+  std::string text = profile_feedback(emulated_profile_evidence());
+  EXPECT_TRUE(contains(text, "cost model")) << text;
+  EXPECT_TRUE(contains(text, "- original: 38.84 us; latency-bound (latency 37.32 us, issue 1.67 us, "
+                             "L2 1.15 us, DRAM 0.93 us, L1 0.92 us); 78 registers, 0 B local "
+                             "memory per thread (spills, stack), 0 B static shared memory; 24 of "
+                             "64 warps per SM (limited by registers), 2 waves; DRAM traffic "
+                             "3.97 MB = 0.10 TB/s, 2% of the 4.30 TB/s roofline, L2 traffic "
+                             "8.04 MB"))
+      << text;
+  EXPECT_TRUE(contains(text, "- candidate: 20.18 us; latency-bound (latency 18.66 us")) << text;
+  EXPECT_TRUE(contains(text, "32 registers")) << text;
+  EXPECT_TRUE(contains(text, "64 of 64 warps per SM (limited by warps), 1 wave;")) << text;
+}
+
+TEST(LlmFeedback, OnAGpuTheDriversResourcesAndTheImpliedBandwidth) {
+  json profile = {{"source", "driver"},
+                  {"buffer_bytes", 8000000},
+                  {"dram_bytes_per_s_peak", 4.8e12},
+                  {"original",
+                   {{"ns", 4000},
+                    {"registers", 40},
+                    {"local_bytes", 16},
+                    {"static_shared_bytes", 4096},
+                    {"blocks_per_sm", 6},
+                    {"warps_per_sm", 48},
+                    {"max_warps_per_sm", 64}}},
+                  {"candidate", {{"ns", 2000}, {"registers", 32}}}};
+  std::string text = profile_feedback(json{{"profile", profile}}.dump());
+  EXPECT_TRUE(contains(text, "ptxas")) << text;
+  EXPECT_TRUE(contains(text, "- original: 4.00 us; 40 registers, 16 B local memory per thread "
+                             "(spills, stack), 4096 B static shared memory; 48 of 64 warps per "
+                             "SM; its buffers (8.00 MB) moved once in that time would be 2.00 "
+                             "TB/s, 42% of the 4.80 TB/s peak"))
+      << text;
+  EXPECT_TRUE(contains(text, "- candidate: 2.00 us; 32 registers; its buffers (8.00 MB) moved "
+                             "once in that time would be 4.00 TB/s, 83% of the 4.80 TB/s peak"))
+      << text;
+  EXPECT_FALSE(contains(text, "-bound")) << text; // the driver does not say; nothing is made up
+}
+
+TEST(LlmFeedback, NoProfileNoLines) {
+  EXPECT_EQ(profile_feedback(""), "");
+  EXPECT_EQ(profile_feedback("{not json"), "");
+  EXPECT_EQ(profile_feedback(R"({"schema": "hone.evidence/1"})"), "");
+  EXPECT_EQ(profile_feedback(R"({"profile": {"original": 3}})"), "");
+}
+
+TEST(LlmStrategy, VerifiedIsFedBackWithWhatBoundsEachKernel) {
+  LlmServer server;
+  server.push(LlmResponse::chat(kernel_reply()));
+  server.push(LlmResponse::chat(kernel_reply("faster still")));
+  auto session = make_llm_strategy(settings(server))->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto first = next_candidates(*session);
+  ASSERT_EQ(first.size(), 1u);
+  Verdict v = verdict(VerdictKind::verified);
+  v.evidence_json = emulated_profile_evidence();
+  session->on_verdict(first[0], v);
+  ASSERT_EQ(next_candidates(*session).size(), 1u);
+  std::string feedback = last_message(server.requests().at(1));
+  EXPECT_TRUE(contains(feedback, "2000 ns against the original's 3000 ns (1.50x).\n")) << feedback;
+  EXPECT_TRUE(contains(feedback, "- original: 38.84 us; latency-bound")) << feedback;
+  EXPECT_TRUE(contains(feedback, "(limited by registers)")) << feedback;
+  EXPECT_TRUE(contains(feedback, "Make it faster still")) << feedback;
 }
 
 TEST(LlmStrategy, NotFasterAndCompileErrorsAreFedBack) {

@@ -606,6 +606,27 @@ TEST_F(WorkerTest, RegisterLimitOnALatencyBoundKernelIsVerifiedFaster) {
   Verdict v = worker().run(job, data_of({&cap}));
   ASSERT_EQ(v.kind, VerdictKind::verified) << describe(v);
   EXPECT_GT(v.speedup, 1.5) << describe(v);
+
+  // The verdict says why: what the cost model found bounds each kernel, and their occupancy.
+  auto p = json::parse(v.evidence_json)["profile"];
+  ASSERT_TRUE(p.is_object()) << v.evidence_json;
+  EXPECT_EQ(p["source"], "emulated device cost model");
+  EXPECT_EQ(p["buffer_bytes"], words.size() * 4 + size_t(blocks) * threads * 4);
+  const auto& o = p["original"];
+  const auto& c = p["candidate"];
+  EXPECT_EQ(o["bound"], "latency") << p;
+  EXPECT_EQ(o["occupancy_limit"], "registers") << p;
+  EXPECT_GT(o["registers"].get<int>(), 32) << p;
+  EXPECT_LE(c["registers"].get<int>(), 32) << p;
+  EXPECT_EQ(o["waves"], 2) << p;
+  EXPECT_EQ(c["waves"], 1) << p;
+  EXPECT_GT(c["warps_per_sm"].get<int>(), o["warps_per_sm"].get<int>()) << p;
+  EXPECT_EQ(o["warps_per_sm"], 6 * 4) << p; // 6 blocks of 4 warps
+  EXPECT_EQ(o["max_warps_per_sm"], 64) << p;
+  EXPECT_EQ(o["ns"].get<double>(), std::round(v.original_ns)) << p;
+  EXPECT_GT(o["terms_ns"]["latency"].get<uint64_t>(), o["terms_ns"]["DRAM"].get<uint64_t>()) << p;
+  EXPECT_GT(o["dram_bytes"].get<uint64_t>(), 0u) << p;
+  EXPECT_GT(o["dram_bytes_per_s_peak"].get<double>(), 4e12) << p;
 }
 
 TEST_F(WorkerTest, WrongResultIsAMismatchNamingBufferIndexAndValues) {
