@@ -37,6 +37,7 @@ struct LlmSettings {
   uint64_t max_reply_bytes = 1 << 20;       // a larger HTTP body is refused
   double temperature = 0.2;
   uint32_t samples_per_turn = 1; // answers asked for per turn (`n`), each validated
+  uint32_t examples = 0;         // verified rewrites of other kernels shown in the first prompt
   // What the validation holds candidates to, as the prompt tells the model ([validation]).
   double f32_rel = 1e-5;
   double min_speedup = 1.05;

@@ -812,6 +812,7 @@ public:
   double expected_speedup() const override { return 1.3; }
   // One validation job per turn.
   double cost_gpu_seconds() const override { return m_client->settings().max_turns; }
+  uint32_t examples_wanted() const override { return m_client->settings().examples; }
 
   std::unique_ptr<Session> start(const KernelTask& task) override {
     auto plan = make_plan(task);
@@ -878,6 +879,15 @@ private:
               ": your kernel will only serve launches with that block shape, so it may rely on "
               "it (for example with __launch_bounds__(" +
               std::to_string(uint64_t((*block)[0]) * (*block)[1] * (*block)[2]) + ")).\n";
+    }
+    if (!task.examples.empty()) {
+      user += "\n## Verified rewrites of other kernels on this host\n\nThese passed the same "
+              "validation on this device; they show what has worked here.\n";
+      for (const auto& ex : task.examples) {
+        user += fmt::format("\n### `{}`, verified {:.2f}x faster than its original\n",
+                            demangle(ex.kernel), ex.speedup);
+        user += fenced("cuda", ex.source);
+      }
     }
     user += "\nWrite hone_candidate. " + std::string(k_answer_form) + "\n";
 

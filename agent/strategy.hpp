@@ -22,6 +22,14 @@
 
 namespace hone::agent {
 
+// A verified rewrite of another kernel on this host, shown to a strategy that asks for examples
+// (Strategy::examples_wanted): its code only, never what it computed on.
+struct Example {
+  std::string kernel;  // the rewritten kernel's name
+  double speedup = 0;  // as verified here
+  std::string source;  // the CUDA source that was verified
+};
+
 // What a strategy knows about a kernel.
 struct KernelTask {
   KernelKey key;
@@ -31,6 +39,7 @@ struct KernelTask {
   std::vector<Capture> captures;           // observed launches: shapes and scalar bytes
   std::string arch;                        // "sm_90"
   std::string device;                      // the device's name, as the shim reported it
+  std::vector<Example> examples;           // only for a strategy that asks for them
 };
 
 struct Candidate {
@@ -79,6 +88,8 @@ public:
   // verdicts).
   virtual double expected_speedup() const { return 1.05; }
   virtual double cost_gpu_seconds() const { return 1.0; }
+  // How many verified rewrites of other kernels it would be shown (KernelTask::examples).
+  virtual uint32_t examples_wanted() const { return 0; }
   // Work on `task`; nullptr when the strategy does not apply to this kernel.
   virtual std::unique_ptr<Session> start(const KernelTask& task) = 0;
 };

@@ -657,6 +657,19 @@ const Key k_keys[] = {
             "Each usable one is validated; the conversation goes on from the best. More: more\n"
             "tokens and validation per turn, and more chances of a fast kernel. With several,\n"
             "raise temperature so the answers differ."},
+    {.section = "agent.llm", .name = "examples", .kind = Kind::integer,
+     .field = HONE_FIELD(agent.llm.examples),
+     .min = 0, .max = 8,
+     .doc = "Verified rewrites of other kernels on this host shown to the model as examples in\n"
+            "its first prompt: their CUDA source and speedup, never their inputs. 0: none. The\n"
+            "endpoint then also sees those kernels' rewritten code."},
+    {.section = "agent.llm", .name = "tool_calls_per_turn", .kind = Kind::integer,
+     .field = HONE_FIELD(agent.llm.tool_calls_per_turn),
+     .min = 0, .max = 16,
+     .doc = "Calls of the tools compile (NVRTC's log) and check (one validation on a capture)\n"
+            "the model may make within a turn, where the endpoint supports tool calls; one that\n"
+            "refuses them is asked without. Each check is a validation job. 0: no tools. Not\n"
+            "offered with samples_per_turn above 1."},
 };
 // clang-format on
 #undef HONE_FIELD

@@ -117,6 +117,8 @@ struct LlmConfig {
   uint32_t max_reply_bytes = 1u << 20;
   double temperature = 0.2;
   uint32_t samples_per_turn = 1;
+  uint32_t examples = 0;
+  uint32_t tool_calls_per_turn = 4;
   bool operator==(const LlmConfig&) const = default;
 };
 

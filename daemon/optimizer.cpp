@@ -147,6 +147,7 @@ void Optimizer::configure_llm() {
   s.max_reply_bytes = c.max_reply_bytes;
   s.temperature = c.temperature;
   s.samples_per_turn = c.samples_per_turn;
+  s.examples = c.examples;
   s.f32_rel = m_config.validation.f32_rel;
   s.min_speedup = m_config.validation.min_speedup;
   m_strategies.push_back(agent::make_llm_strategy(std::move(s)));
@@ -478,6 +479,9 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
            {"original_ns", v.original_ns},
            {"candidate_ns", v.candidate_ns},
            {"worker", evidence.is_discarded() ? json(v.evidence_json) : evidence}};
+    // The source the worker compiled (the image holds only its PTX): for people reading the
+    // record, and for the LLM strategy's examples (agent.llm.examples).
+    if (job.candidate.kind == CandidateKind::cuda) e["candidate_source"] = job.candidate.code;
     rec.evidence_json = e.dump(-1, ' ', false, json::error_handler_t::replace);
     rec.created = now_s();
     rec.id = store::variant_id_of(rec);
@@ -1041,6 +1045,39 @@ agent::KernelTask Optimizer::task_for(const KernelKey& key, const Work& w) const
   return t;
 }
 
+std::vector<agent::Example> Optimizer::examples_for(const KernelKey& key, uint32_t n) const {
+  // A rewrite longer than this would crowd the prompt for what it teaches.
+  constexpr size_t k_max_example_bytes = 4000;
+  std::vector<agent::Example> out;
+  if (!m_store || n == 0) return out;
+  auto all = m_store->variants();
+  if (!all) {
+    spdlog::warn("the LLM's examples: reading the store failed: {}", all.error().message);
+    return out;
+  }
+  std::map<KernelKey, agent::Example> best; // per kernel
+  for (const auto& v : *all) {
+    // Verified here, not imported from another host, and not this kernel's. Rewrites only, by a
+    // model or an engineer (honectl submit): a specialization holds the values of scalar
+    // arguments, which are the application's inputs.
+    if (v.state != store::VariantState::verified || v.kernel == key) continue;
+    if (v.strategy != "llm" && v.strategy != "submit") continue;
+    json e = json::parse(v.evidence_json, nullptr, false);
+    if (!e.is_object() || !e.contains("candidate_source") || !e["candidate_source"].is_string())
+      continue;
+    std::string source = e["candidate_source"].get<std::string>();
+    if (source.empty() || source.size() > k_max_example_bytes) continue;
+    auto& slot = best[v.kernel];
+    if (v.speedup > slot.speedup) slot = {v.kernel.entry, v.speedup, std::move(source)};
+  }
+  for (auto& [k, ex] : best) out.push_back(std::move(ex));
+  std::sort(out.begin(), out.end(), [](const agent::Example& a, const agent::Example& b) {
+    return a.speedup != b.speedup ? a.speedup > b.speedup : a.kernel < b.kernel;
+  });
+  if (out.size() > n) out.resize(n);
+  return out;
+}
+
 double Optimizer::expected_gain_per_second(const agent::Strategy& s) const {
   // The strategy's own prior, weighed as two tries, refined by what its candidates did here.
   double gain = (s.expected_speedup() - 1) * 2;
@@ -1102,7 +1139,9 @@ void Optimizer::run_strategies() {
       }
       k->record.tried.push_back(s->id());
       k->dirty = true;
-      auto session = s->start(task_for(key, w));
+      agent::KernelTask task = task_for(key, w);
+      if (uint32_t n = s->examples_wanted()) task.examples = examples_for(key, n);
+      auto session = s->start(task);
       if (!session) {
         k->skipped[s->id()] = "does not apply to this kernel";
         spdlog::debug("{}: strategy {} does not apply", key.entry, s->id());

@@ -406,6 +406,59 @@ TEST(Agent, LlmSamplesTheFastestCorrectOneIsServed) {
   expect_correct(app);
 }
 
+// agent.llm.examples: once the model's rewrite of one kernel is verified, the prompt for another
+// kernel shows it (its source and speedup) as an example; the first prompt, with nothing verified
+// yet, has none.
+TEST(Agent, LlmIsShownVerifiedRewritesOfOtherKernels) {
+  LlmServer llm;
+  const std::string right =
+      "extern \"C\" __global__ void hone_candidate(int* out, const int* in, int n, int reps)\n"
+      "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n"
+      "    out[i] = in[i] * reps;\n}\n";
+  llm.push(LlmResponse::chat(fenced(right), 900));
+
+  DaemonOptions o;
+  o.config = agent_config("[agent.llm]\nenabled = true\nbase_url = \"" + llm.base_url() +
+                          "\"\nmodel = \"scripted\"\nmax_turns = 1\nexamples = 2\n"
+                          "request_timeout_s = 30\n");
+  o.env.emplace("HONE_EMU_INSTRUCTION_BUDGET", "400000000");
+  auto started = DaemonProcess::start(std::move(o));
+  ASSERT_TRUE(started) << started.error().message;
+  auto d = std::move(*started);
+  Ctl ctl(d->socket());
+  {
+    BackgroundApp app(serve_app(d->socket()));
+    json variant;
+    ASSERT_TRUE(wait_for(
+        [&] { return !(variant = ctl.verified_variant("accumulate", "llm")).is_null(); }, 300s))
+        << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
+    expect_correct(app);
+  }
+  ASSERT_GE(llm.requests().size(), 1u);
+  EXPECT_EQ(llm.requests()[0].body.find("Verified rewrites"), std::string::npos)
+      << llm.requests()[0].body;
+
+  // Another application, another kernel: its prompt holds the verified rewrite.
+  BackgroundApp app(spec_app(d->socket(), {"--rounds", "2"}));
+  std::string prompt;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        for (const auto& r : llm.requests()) {
+          if (r.body.find("mix_rounds") == std::string::npos) continue;
+          prompt = json::parse(r.body)["messages"].back()["content"].get<std::string>();
+          return true;
+        }
+        return false;
+      },
+      300s))
+      << d->log();
+  EXPECT_NE(prompt.find("## Verified rewrites of other kernels on this host"), std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find("### `accumulate`, verified "), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("    out[i] = in[i] * reps;\n"), std::string::npos) << prompt;
+  expect_correct(app);
+}
+
 // The agent keeps to its share of the GPU: while the applications' load is above
 // optimizer.pause_load no validation job starts (the queue waits), and once resumed the worker
 // is busy at most about optimizer.gpu_share of the time.

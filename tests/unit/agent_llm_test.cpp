@@ -498,6 +498,43 @@ TEST(LlmStrategy, VerifiedIsFedBackWithWhatBoundsEachKernel) {
   EXPECT_TRUE(contains(feedback, "Make it faster still")) << feedback;
 }
 
+TEST(LlmStrategy, ExamplesOfOtherKernelsAreShownOnlyWhenAskedFor) {
+  LlmServer server;
+  server.push(LlmResponse::chat(kernel_reply()));
+  server.push(LlmResponse::chat(kernel_reply()));
+  LlmSettings off = settings(server);
+  EXPECT_EQ(make_llm_strategy(off)->examples_wanted(), 0u);
+  LlmSettings on = settings(server);
+  on.examples = 2;
+  auto strategy = make_llm_strategy(on);
+  EXPECT_EQ(strategy->examples_wanted(), 2u);
+
+  const std::string rewrite =
+      "extern \"C\" __global__ void hone_candidate(int* out, const int* in, int n, int reps)\n"
+      "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "    if (i < n) out[i] = in[i] * reps;\n}\n";
+  KernelTask task = source_task();
+  task.examples = {{"accumulate", 1.32, rewrite}, {"_Z6reduceILi4EEvPf", 1.10, "// reduce\n"}};
+  auto with = strategy->start(task);
+  ASSERT_NE(with, nullptr);
+  ASSERT_EQ(next_candidates(*with).size(), 1u);
+  std::string prompt = last_message(server.requests().at(0));
+  EXPECT_TRUE(contains(prompt, "## Verified rewrites of other kernels on this host")) << prompt;
+  EXPECT_TRUE(contains(prompt, "### `accumulate`, verified 1.32x faster than its original\n```cuda\n" +
+                                   rewrite + "```"))
+      << prompt;
+  EXPECT_TRUE(contains(prompt, "### `void reduce<4>(float*)`, verified 1.10x")) << prompt;
+  // The examples come before the request, which stays the prompt's last word.
+  EXPECT_LT(prompt.find("Verified rewrites"), prompt.find("Write hone_candidate.")) << prompt;
+  with.reset();
+
+  // A strategy that did not ask is given none by the optimizer; without any, no section.
+  auto without = make_llm_strategy(off)->start(source_task());
+  ASSERT_NE(without, nullptr);
+  ASSERT_EQ(next_candidates(*without).size(), 1u);
+  EXPECT_FALSE(contains(last_message(server.requests().at(1)), "Verified rewrites"));
+}
+
 TEST(LlmStrategy, NotFasterAndCompileErrorsAreFedBack) {
   LlmServer server;
   for (int i = 0; i < 3; ++i) server.push(LlmResponse::chat(kernel_reply()));

@@ -253,10 +253,12 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_AGENT_LLM_CONCURRENCY",
                         "HONE_AGENT_LLM_MAX_REPLY_BYTES",
                         "HONE_AGENT_LLM_TEMPERATURE",
-                        "HONE_AGENT_LLM_SAMPLES_PER_TURN"}) {
+                        "HONE_AGENT_LLM_SAMPLES_PER_TURN",
+                        "HONE_AGENT_LLM_EXAMPLES",
+                        "HONE_AGENT_LLM_TOOL_CALLS_PER_TURN"}) {
     EXPECT_TRUE(vars.count(v)) << v;
   }
-  EXPECT_EQ(keys.size(), 65u);
+  EXPECT_EQ(keys.size(), 67u);
 }
 
 TEST(ConfigFile, SetsEveryKey) {
