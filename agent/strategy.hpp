@@ -53,6 +53,9 @@ struct Candidate {
   Comparison comparison = Comparison::bitwise; // what "same result" means for it
   Guard guard;                                 // which launches it may serve
   uint64_t tag = 0; // the session's own id for it (verdicts carry it back)
+  // Less than a full job (Job::check): only compile it, or only validate it on one capture
+  // without timing it. Its verdict goes back to the session; nothing is stored or served.
+  JobCheck check = JobCheck::none;
 };
 
 // One strategy's work on one kernel.

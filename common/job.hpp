@@ -44,6 +44,13 @@ struct BenchSettings {
   double suspicious = 10;    // speedups above this are re-validated and re-measured first
 };
 
+// What a job does with its candidate: all of validation and the benchmark, or less.
+enum class JobCheck : uint8_t {
+  none = 0,     // validate and time it: a variant if verified
+  compile = 1,  // compile and load it, and compare its parameters with the original's
+  validate = 2, // that, then validation on one capture, not timed
+};
+
 struct Job {
   uint64_t id = 0;
   KernelKey kernel;
@@ -65,6 +72,9 @@ struct Job {
   // A shadow check: no candidate; each capture is of a launch a variant served, with its
   // outputs after the variant ran, and the original must give the same on the same inputs.
   bool shadow_check = false;
+  // A check for a strategy (the LLM's tools `compile` and `check`): nothing of it is stored or
+  // served, and its verdict is `verified` for "it compiled" or "it was correct".
+  JobCheck check = JobCheck::none;
   std::vector<Capture> captures;
 };
 

@@ -365,6 +365,7 @@ void Optimizer::start_job(JobEntry& job) {
   j.bench.noise_factor = val.noise_factor;
   j.bench.suspicious = val.suspicious_speedup;
   j.static_checks = val.static_checks;
+  j.check = job.candidate.check;
   // Proven only on the captured launches: unless the candidate says which launches it may serve,
   // it serves only their block shape (a kernel correct only at that shape never meets another).
   if (job.candidate.guard.block == std::array<uint32_t, 3>{0, 0, 0} && !w.captures.empty()) {
@@ -380,6 +381,7 @@ void Optimizer::start_job(JobEntry& job) {
     if (!bytes) continue;
     j.captures.push_back(c.meta);
     data.push_back(std::move(*bytes));
+    if (j.check != JobCheck::none) break; // a check validates on one capture
   }
   std::vector<std::string_view> views(data.begin(), data.end());
   job.state = JobState::running;
@@ -419,6 +421,16 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
   bool verified = v.kind == VerdictKind::verified;
   spdlog::info("job {}: {}: {}", job.id, to_string(v.kind),
                verified ? fmt::format("{:.2f}x faster", v.speedup) : v.message.substr(0, 300));
+  if (job.candidate.check != JobCheck::none) {
+    // A strategy's check: its verdict is for the session alone; nothing is stored or served.
+    if (job.session) {
+      if (auto s = m_sessions.find(job.session); s != m_sessions.end()) {
+        s->second.session->on_verdict(job.candidate, v);
+      }
+    }
+    settle_kernel_state(job.kernel);
+    return;
+  }
   if (job.candidate.strategy != "submit") {
     auto& st = m_strategy_stats[job.candidate.strategy];
     ++st.candidates;
@@ -433,7 +445,6 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
       s->second.session->on_verdict(job.candidate, v);
     }
   }
-  KernelInfo* k = m_registry.kernel(job.kernel);
   std::string arch;
   uint32_t major = 0;
   const Work& w = m_work[job.kernel];
@@ -515,25 +526,29 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
       }
     }
   }
-  if (k) {
-    bool any_verified = false;
-    if (m_store) {
-      if (auto list = m_store->variants_of(job.kernel)) {
-        for (const auto& vr : *list) any_verified |= vr.state == store::VariantState::verified;
-      }
-    }
-    bool more = std::any_of(m_jobs.begin(), m_jobs.end(), [&](const auto& j) {
-      return j.second.kernel == job.kernel && j.second.state != JobState::done;
-    });
-    k->record.state = any_verified ? store::KernelState::verified
-                      : more       ? store::KernelState::optimizing
-                                   : store::KernelState::rejected;
-    k->dirty = true;
-  }
+  settle_kernel_state(job.kernel);
   if (job.revalidates) fleet_settled(job, verified);
   // Verified here: the fleet gets this host's verified variants of the kernel for its target.
   if (verified && !job.revalidates && !arch.empty()) publish_to_fleet(job.kernel, arch, major);
   if (verified) push(job.kernel);
+}
+
+void Optimizer::settle_kernel_state(const KernelKey& key) {
+  KernelInfo* k = m_registry.kernel(key);
+  if (!k) return;
+  bool any_verified = false;
+  if (m_store) {
+    if (auto list = m_store->variants_of(key)) {
+      for (const auto& vr : *list) any_verified |= vr.state == store::VariantState::verified;
+    }
+  }
+  bool more = std::any_of(m_jobs.begin(), m_jobs.end(), [&](const auto& j) {
+    return j.second.kernel == key && j.second.state != JobState::done;
+  });
+  k->record.state = any_verified ? store::KernelState::verified
+                    : more       ? store::KernelState::optimizing
+                                 : store::KernelState::rejected;
+  k->dirty = true;
 }
 
 // ---- variants in processes ---------------------------------------------------------------------

@@ -148,6 +148,8 @@ private:
   void push_to(uint64_t conn, const KernelKey& key);
   void withdraw(const KernelKey& key);
   agent::KernelTask task_for(const KernelKey& key, const Work& w) const;
+  // The kernel's state from its variants and the jobs still open on it.
+  void settle_kernel_state(const KernelKey& key);
   // Up to `n` verified rewrites of kernels other than `key` on this host whose CUDA source the
   // store keeps: the fastest per kernel, fastest first, each small enough to show.
   std::vector<agent::Example> examples_for(const KernelKey& key, uint32_t n) const;

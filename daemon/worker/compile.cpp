@@ -46,6 +46,8 @@ Result<LoadedCandidate> load_candidate(Device& device, const Job& job) {
     auto compiled = cuda::nvrtc_compile(job.candidate, "candidate.cu", options);
     if (!compiled) return compiled.error();
     out.ptx = std::move(compiled->ptx);
+    out.log = std::move(compiled->log);
+    while (!out.log.empty() && (out.log.back() == '\n' || out.log.back() == '\0')) out.log.pop_back();
     break;
   }
   case CandidateKind::ptx:

@@ -13,6 +13,7 @@ namespace hone::worker {
 struct LoadedCandidate {
   Module module;
   std::string ptx; // the PTX that was loaded (kinds ptx and cuda); empty for a cubin
+  std::string log; // NVRTC's warnings for a CUDA candidate that compiled (often empty)
 };
 
 // Compile and load the job's candidate. The error's message is what to show as the

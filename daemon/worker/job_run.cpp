@@ -122,6 +122,9 @@ private:
   JobOutcome finish(std::optional<Failure> f);
   void record_measurement(const Measurement& m, const char* key);
   void record_profile(const Capture& capture, const Measurement& m);
+  // The verdict of a compile check: it compiled, loaded and takes the original's parameters.
+  std::optional<Failure> compiled(CUfunction fn, const std::vector<ParamSlot>& layout,
+                                  const std::string& log);
 
   Device& m_device;
   const Bundle& m_bundle;
@@ -172,6 +175,7 @@ std::optional<Failure> JobRun::go() {
     auto c = analyze_original(candidate->ptx, m_job.candidate_entry);
     if (auto f = c ? check_candidate(*m_entry, *c) : std::nullopt) return f;
   }
+  if (m_job.check == JobCheck::compile) return compiled(*cfn, *lc, candidate->log);
 
   // Only captures that hold what they should, laid out as the kernel's parameters are.
   std::vector<size_t> usable;
@@ -211,6 +215,15 @@ std::optional<Failure> JobRun::go() {
   m_evidence["seeds"] = {s1, s2};
   if (auto f = validate_all(s1, s2, true)) return f;
   m_verdict.captures_used = uint32_t(m_checks.size());
+  if (m_job.check == JobCheck::validate) {
+    m_evidence["check"] = "validate";
+    m_verdict.kind = VerdictKind::verified;
+    m_verdict.message = "check: correct on " + std::to_string(m_checks.size()) + " capture" +
+                        (m_checks.size() == 1 ? "" : "s") +
+                        (m_tolerance_used ? " (within tolerance)" : " (bitwise)") +
+                        "; not timed";
+    return std::nullopt;
+  }
 
   // 4. The benchmark, on the first capture.
   auto bench = [&]() -> std::variant<Measurement, Failure> {
@@ -282,6 +295,36 @@ std::optional<Failure> JobRun::go() {
   m_verdict.message = "verified on " + std::to_string(m_checks.size()) + " capture" +
                       (m_checks.size() == 1 ? "" : "s") +
                       (m_tolerance_used ? " (within tolerance)" : " (bitwise)") + ", " + numbers;
+  return std::nullopt;
+}
+
+std::optional<Failure> JobRun::compiled(CUfunction fn, const std::vector<ParamSlot>& layout,
+                                        const std::string& log) {
+  m_evidence["check"] = "compile";
+  LaunchShape shape;
+  if (!m_job.captures.empty()) {
+    const Capture& c = m_job.captures.front();
+    shape = {c.grid, c.block, c.shared_bytes};
+  }
+  KernelProfile p = m_device.profile(fn, shape);
+  std::string text = "check: compiled and loaded; it takes the original's " +
+                     layout_text(layout) + " (offset:size)";
+  std::string resources;
+  auto add = [&](int v, const char* what) {
+    if (v < 0) return;
+    resources += (resources.empty() ? "" : ", ") + std::to_string(v) + what;
+  };
+  add(p.registers, " registers");
+  add(p.local_bytes, " B local memory per thread");
+  add(p.static_shared_bytes, " B static shared memory");
+  if (p.blocks_per_sm >= 0 && p.max_warps_per_sm > 0) {
+    resources += (resources.empty() ? "" : ", ") + std::to_string(p.blocks_per_sm * p.warps_per_block) +
+                 " of " + std::to_string(p.max_warps_per_sm) + " warps per SM at the captured block";
+  }
+  if (!resources.empty()) text += "; " + resources;
+  if (!log.empty()) text += "\n" + log;
+  m_verdict.kind = VerdictKind::verified;
+  m_verdict.message = std::move(text);
   return std::nullopt;
 }
 

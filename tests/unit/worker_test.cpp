@@ -575,6 +575,56 @@ extern "C" __global__ void scale_fast(float a, const float* __restrict__ x, floa
   EXPECT_GE(allocs[1]["guard_bytes"].get<uint64_t>(), 4096u);
 }
 
+// The LLM's tools (Job::check): a compile check stops once the candidate is loaded and its
+// parameters match; a validate check stops after validation. Neither is timed.
+TEST_F(WorkerTest, ChecksCompileOrValidateWithoutTiming) {
+  auto cap = scale_capture("scale");
+  const char* right = R"(
+extern "C" __global__ void hone_candidate(float a, const float* x, float* y, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = a * x[i];
+})";
+  const char* wrong = R"(
+extern "C" __global__ void hone_candidate(float a, const float* x, float* y, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = a + x[i];
+})";
+  auto run = [&](const char* code, JobCheck check) {
+    Job job = make_job("scale", CandidateKind::cuda, code, "hone_candidate", {&cap});
+    job.check = check;
+    return worker().run(job, data_of({&cap}));
+  };
+
+  Verdict compiled = run(wrong, JobCheck::compile); // compiles: its results are not looked at
+  ASSERT_EQ(compiled.kind, VerdictKind::verified) << describe(compiled);
+  EXPECT_NE(compiled.message.find("check: compiled and loaded; it takes the original's 4 "
+                                  "parameters [0:4, 8:8, 16:8, 24:4]"),
+            std::string::npos)
+      << compiled.message;
+  EXPECT_NE(compiled.message.find(" registers"), std::string::npos) << compiled.message;
+  auto e = json::parse(compiled.evidence_json);
+  EXPECT_EQ(e["check"], "compile");
+  EXPECT_FALSE(e.contains("times_ns")) << compiled.evidence_json;
+  EXPECT_EQ(compiled.candidate_ns, 0);
+
+  Verdict broken = run("extern \"C\" __global__ void hone_candidate(float a) { a += ; }",
+                       JobCheck::compile);
+  EXPECT_EQ(broken.kind, VerdictKind::compile_error) << describe(broken);
+
+  Verdict mismatch = run(wrong, JobCheck::validate);
+  EXPECT_EQ(mismatch.kind, VerdictKind::mismatch) << describe(mismatch);
+
+  Verdict correct = run(right, JobCheck::validate);
+  ASSERT_EQ(correct.kind, VerdictKind::verified) << describe(correct);
+  EXPECT_EQ(correct.message, "check: correct on 1 capture (bitwise); not timed");
+  e = json::parse(correct.evidence_json);
+  EXPECT_EQ(e["check"], "validate");
+  EXPECT_FALSE(e.contains("times_ns")) << correct.evidence_json;
+  EXPECT_FALSE(e.contains("profile")) << correct.evidence_json;
+}
+
 TEST_F(WorkerTest, IdenticalReJitIsNotFaster) {
   auto cap = scale_capture("scale");
   Job job = make_job("scale", CandidateKind::ptx, originals_ptx(), "scale", {&cap});
