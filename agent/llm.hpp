@@ -38,6 +38,8 @@ struct LlmSettings {
   double temperature = 0.2;
   uint32_t samples_per_turn = 1; // answers asked for per turn (`n`), each validated
   uint32_t examples = 0;         // verified rewrites of other kernels shown in the first prompt
+  // Calls of the tools compile and check within a turn (0: none offered; only with one sample).
+  uint32_t tool_calls_per_turn = 0;
   // What the validation holds candidates to, as the prompt tells the model ([validation]).
   double f32_rel = 1e-5;
   double min_speedup = 1.05;
@@ -55,9 +57,18 @@ std::unique_ptr<Strategy> make_llm_strategy(LlmSettings settings);
 
 // ---- the client, shared by the sessions of one strategy (llm_client.cpp) -----------------------
 
+// A tool the model called (OpenAI's tool_calls): `arguments` is JSON text.
+struct ToolCall {
+  std::string id; // the server's, or "call_N" when it gives none (Ollama)
+  std::string name;
+  std::string arguments;
+};
+
 struct ChatMessage {
-  std::string role; // "system", "user", "assistant"
+  std::string role; // "system", "user", "assistant", "tool"
   std::string content;
+  std::vector<ToolCall> tool_calls; // an assistant message that called tools
+  std::string tool_call_id;         // a "tool" message: the call it answers
 };
 
 struct ChatReply {
@@ -66,6 +77,7 @@ struct ChatReply {
   bool truncated = false;    // finish_reason "length": cut at max_tokens
   size_t reasoning_bytes = 0; // in reasoning_content or reasoning: read, never sent back
   std::vector<std::string> more_choices; // choices[1..].message.content, redacted (`n` > 1)
+  std::vector<ToolCall> tool_calls;      // choices[0].message.tool_calls (when tools were offered)
 };
 
 // Why a request failed, which decides what a session does next.
@@ -88,8 +100,14 @@ public:
   // POST the conversation to {base_url}/chat/completions and return the reply. Blocks for at most
   // min(request_timeout_s, timeout_s) plus the wait for a free slot (at most `concurrency`
   // requests in flight over all callers); returns soon after `cancel` turns true. Thread-safe.
+  //
+  // With `tools`, the request offers the tools compile and check (k_tool_names); an endpoint
+  // that refuses them (an HTTP 4xx naming tools: vLLM without --enable-auto-tool-choice,
+  // llama-server without --jinja, a model Ollama serves without tool support) is asked again
+  // without, and never offered them again (tools_refused()).
   Result<ChatReply> chat(const std::vector<ChatMessage>& messages, const std::atomic<bool>& cancel,
-                         double timeout_s);
+                         double timeout_s, bool tools = false);
+  bool tools_refused() const { return m_tools_refused; }
 
   // `text` with every occurrence of the API key replaced by "[redacted]".
   std::string redact(std::string_view text) const;
@@ -103,7 +121,10 @@ private:
   // One request; a 429 or 503 with Retry-After (seconds) sets `retry_after`.
   Result<ChatReply> chat_once(const std::vector<ChatMessage>& messages,
                               const std::atomic<bool>& cancel, double timeout_s,
-                              double* retry_after);
+                              double* retry_after, bool tools);
+  // One request, and one retry after Retry-After when the server asks for it.
+  Result<ChatReply> chat_waiting(const std::vector<ChatMessage>& messages,
+                                 const std::atomic<bool>& cancel, double timeout_s, bool tools);
   // Wait for a free request slot; false when cancelled first.
   bool acquire(const std::atomic<bool>& cancel);
   void release();
@@ -113,6 +134,7 @@ private:
   std::mutex m_mutex;
   std::condition_variable m_slot_free;
   uint32_t m_in_flight = 0;
+  std::atomic<bool> m_tools_refused{false};
 };
 
 } // namespace hone::agent

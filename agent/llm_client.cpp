@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -104,6 +105,81 @@ Error failure(ChatFailure kind, std::string message) {
 // The HTTP statuses worth a retry: the server is overloaded or failed, not the request.
 bool transient_status(long status) {
   return status == 408 || status == 429 || status >= 500;
+}
+
+// The tools a turn offers (agent/README.md, "LLM tools"): both take the complete source.
+json tool_definitions() {
+  const json source = {
+      {"type", "object"},
+      {"properties",
+       {{"source",
+         {{"type", "string"},
+          {"description", "The complete CUDA source, with the extern \"C\" __global__ void "
+                          "hone_candidate(...) kernel taking the original's parameters."}}}}},
+      {"required", {"source"}}};
+  return json::array(
+      {{{"type", "function"},
+        {"function",
+         {{"name", "compile"},
+          {"description",
+           "Compile a CUDA source with NVRTC as a candidate is compiled, and load it. Returns the "
+           "compiler's log, or that it compiled and takes the original's parameters, with the "
+           "registers, local and shared memory it uses. Nothing is run."},
+          {"parameters", source}}}},
+       {{"type", "function"},
+        {"function",
+         {{"name", "check"},
+          {"description",
+           "Compile a CUDA source and validate hone_candidate against the original on one "
+           "captured launch, as the final validation does, without timing it. Returns that it "
+           "is correct, or what is wrong: the compiler's log, a mismatch (buffer, element and "
+           "both values), an out-of-bounds access, a race."},
+          {"parameters", source}}}}});
+}
+
+json message_json(const ChatMessage& m) {
+  json out = {{"role", m.role}, {"content", m.content}};
+  if (!m.tool_calls.empty()) {
+    out["tool_calls"] = json::array();
+    for (const auto& c : m.tool_calls) {
+      out["tool_calls"].push_back(
+          {{"id", c.id},
+           {"type", "function"},
+           {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    }
+  }
+  if (!m.tool_call_id.empty()) out["tool_call_id"] = m.tool_call_id;
+  return out;
+}
+
+// message.tool_calls as servers send them: arguments as JSON text (OpenAI, vLLM, SGLang,
+// llama-server) or as an object (Ollama), ids sometimes missing.
+std::vector<ToolCall> tool_calls_of(const json& message) {
+  std::vector<ToolCall> out;
+  auto calls = message.find("tool_calls");
+  if (calls == message.end() || !calls->is_array()) return out;
+  for (const auto& c : *calls) {
+    if (!c.is_object()) continue;
+    const json f = c.value("function", json());
+    if (!f.is_object() || !f.value("name", json()).is_string()) continue;
+    ToolCall call;
+    call.name = f["name"].get<std::string>();
+    const json args = f.value("arguments", json());
+    call.arguments = args.is_string() ? args.get<std::string>() : args.dump();
+    call.id = c.value("id", json()).is_string() ? c["id"].get<std::string>() : std::string();
+    if (call.id.empty()) call.id = "call_" + std::to_string(out.size() + 1);
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+// Does a refusal speak of tools ("tool choice", "tools param requires --jinja", "does not
+// support tools")?
+bool names_tools(std::string_view message) {
+  std::string lower(message);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  return lower.find("tool") != std::string::npos;
 }
 
 std::string seconds_text(double s) {
@@ -225,7 +301,7 @@ void LlmClient::release() {
 }
 
 Result<ChatReply> LlmClient::chat(const std::vector<ChatMessage>& messages,
-                                  const std::atomic<bool>& cancel, double timeout_s) {
+                                  const std::atomic<bool>& cancel, double timeout_s, bool tools) {
   if (CURLcode init = global_init(); init != CURLE_OK) {
     return failure(ChatFailure::transport,
                    std::string("libcurl failed to initialize: ") + curl_easy_strerror(init));
@@ -236,8 +312,28 @@ Result<ChatReply> LlmClient::chat(const std::vector<ChatMessage>& messages,
     ~Slot() { client->release(); }
   } slot{this};
   const auto start = std::chrono::steady_clock::now();
+  tools = tools && !m_tools_refused;
+  auto r = chat_waiting(messages, cancel, timeout_s, tools);
+  if (!r && tools && failure_of(r.error()) == ChatFailure::refused &&
+      names_tools(r.error().message)) {
+    // The endpoint does not take tool calls: the turn loop without them, from now on.
+    if (!m_tools_refused.exchange(true)) {
+      spdlog::info("llm: the endpoint refused the tools compile and check ({}); asking without "
+                   "them from now on",
+                   excerpt(r.error().message, 160));
+    }
+    double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return chat_waiting(messages, cancel, timeout_s - spent, false);
+  }
+  return r;
+}
+
+Result<ChatReply> LlmClient::chat_waiting(const std::vector<ChatMessage>& messages,
+                                          const std::atomic<bool>& cancel, double timeout_s,
+                                          bool tools) {
+  const auto start = std::chrono::steady_clock::now();
   double retry_after = 0;
-  auto r = chat_once(messages, cancel, timeout_s, &retry_after);
+  auto r = chat_once(messages, cancel, timeout_s, &retry_after, tools);
   if (r || failure_of(r.error()) != ChatFailure::transport || retry_after <= 0) return r;
   // Rate-limited (429 or 503 with Retry-After): wait as told, once, when the time allows it.
   double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -251,12 +347,12 @@ Result<ChatReply> LlmClient::chat(const std::vector<ChatMessage>& messages,
     if (cancel) return failure(ChatFailure::cancelled, "cancelled");
     std::this_thread::sleep_for(std::chrono::milliseconds(k_poll_ms));
   }
-  return chat_once(messages, cancel, timeout_s - spent - retry_after, nullptr);
+  return chat_once(messages, cancel, timeout_s - spent - retry_after, nullptr, tools);
 }
 
 Result<ChatReply> LlmClient::chat_once(const std::vector<ChatMessage>& messages,
                                        const std::atomic<bool>& cancel, double timeout_s,
-                                       double* retry_after) {
+                                       double* retry_after, bool tools) {
   json request = {{"model", m_settings.model},
                   {"max_tokens", m_settings.max_reply_tokens},
                   {"temperature", m_settings.temperature},
@@ -264,8 +360,10 @@ Result<ChatReply> LlmClient::chat_once(const std::vector<ChatMessage>& messages,
   // Several answers in one request where the endpoint supports it (others send one: the session
   // asks again for the rest).
   if (m_settings.samples_per_turn > 1) request["n"] = m_settings.samples_per_turn;
-  for (const auto& m : messages) {
-    request["messages"].push_back({{"role", m.role}, {"content", m.content}});
+  for (const auto& m : messages) request["messages"].push_back(message_json(m));
+  if (tools) {
+    request["tools"] = tool_definitions();
+    request["tool_choice"] = "auto";
   }
   // A kernel's source may hold bytes that are not UTF-8; replace them rather than fail.
   const std::string body = request.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -395,12 +493,16 @@ Result<ChatReply> LlmClient::chat_once(const std::vector<ChatMessage>& messages,
       }
     }
   }
-  if (!content && !reasoning_bytes) {
+  ChatReply out;
+  if (choice) {
+    const json& message = choice->value("message", json());
+    if (message.is_object()) out.tool_calls = tool_calls_of(message);
+  }
+  if (!content && !reasoning_bytes && out.tool_calls.empty()) {
     return failure(ChatFailure::reply,
                    "the reply has no choices[0].message.content: " + excerpt(sink.body));
   }
-
-  ChatReply out;
+  for (auto& call : out.tool_calls) call.arguments = redact(call.arguments);
   out.reasoning_bytes = reasoning_bytes;
   if (const auto& choices = reply["choices"]; choices.size() > 1) {
     for (size_t i = 1; i < choices.size() && i < m_settings.samples_per_turn; ++i) {

@@ -13,6 +13,7 @@
 #include "ptx/printer.hpp"
 
 #include <cxxabi.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -36,6 +37,8 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view k_entry = "hone_candidate";
 // A sample's candidate tag: turn * k_sample_tag + sample (a turn of one answer: the turn).
 constexpr uint64_t k_sample_tag = 100;
+// Tags of the sources the model's tool calls compile or check: above every turn's and sample's.
+constexpr uint64_t k_tool_tag = uint64_t(1) << 40;
 // Consecutive requests without an answer (connection, timeout, HTTP 5xx) before giving up.
 constexpr uint32_t k_max_transport_failures = 2;
 // A verdict's message (a compile log, a mismatch) is cut to this before it goes to the model.
@@ -71,6 +74,12 @@ std::string system_prompt(const LlmSettings& s) {
   std::snprintf(rel, sizeof rel, "%g", s.f32_rel);
   put("{F32_REL}", rel);
   put("{MARGIN}", std::to_string(int(std::lround((s.min_speedup - 1) * 100))));
+  if (s.tool_calls_per_turn > 0 && s.samples_per_turn == 1) {
+    text += "\n\nWhere the tools compile and check are offered, you may call them (up to " +
+            std::to_string(s.tool_calls_per_turn) +
+            " calls per turn) to try a source before answering; your answer is still the "
+            "complete source in one ```cuda block.";
+  }
   return text;
 }
 
@@ -570,6 +579,93 @@ private:
     return all.begin()->second;
   }
 
+  // Tools are offered in this session's turns: asked for, one answer per turn, and the endpoint
+  // has not refused them.
+  bool offer_tools() const {
+    const LlmSettings& s = m_client->settings();
+    return s.tool_calls_per_turn > 0 && s.samples_per_turn == 1 && !m_client->tools_refused();
+  }
+
+  // Run the model's tool call `call` of turn `turn`: the source it passes becomes a candidate
+  // that is only compiled (compile) or only validated on one capture (check), through the same
+  // worker as every candidate. Returns what the model is told.
+  std::string run_tool(uint32_t turn, const ToolCall& call) {
+    JobCheck check = call.name == "compile" ? JobCheck::compile
+                     : call.name == "check" ? JobCheck::validate
+                                            : JobCheck::none;
+    if (check == JobCheck::none) {
+      return "Error: there is no tool `" + m_client->excerpt(call.name, 60) +
+             "`; the tools are compile and check.";
+    }
+    nlohmann::json args = nlohmann::json::parse(call.arguments, nullptr, false);
+    if (!args.is_object() || !args.contains("source") || !args["source"].is_string()) {
+      return "Error: the arguments must be a JSON object {\"source\": \"...\"} holding the "
+             "complete CUDA source.";
+    }
+    std::string source = args["source"].get<std::string>();
+    if (source.find("```") == std::string::npos) source = "```cuda\n" + source + "\n```\n";
+    auto answer = extract_answer(source, k_entry, m_plan.original_entry);
+    if (!answer) return "Error: " + answer.error().message + ".";
+    Candidate c = candidate(turn, *answer);
+    c.check = check;
+    c.tag = k_tool_tag + ++m_tool_calls;
+    c.description = "LLM turn " + std::to_string(turn) + " tool " + call.name + " (" +
+                    m_client->settings().model + ")";
+    spdlog::info("llm: {}: {}: the model calls {} ({} bytes of CUDA)", m_plan.label,
+                 turn_label(turn), call.name, answer->code.size());
+    set_state(turn_label(turn) + ": running the model's " + call.name);
+    hand_over(std::move(c));
+    auto v = wait_for_verdict();
+    if (!v) return "Error: no result within the session's time.";
+    std::string message = m_client->redact(v->message);
+    if (message.rfind("check: ", 0) == 0) message.erase(0, 7);
+    if (v->kind == VerdictKind::verified) {
+      if (check == JobCheck::compile) return "Compiled and loaded: " + clip(message);
+      return "Correct: " + clip(message) + ". Answer with it to have it timed, or improve it.";
+    }
+    return "The kernel" + rejection(v->kind) + "\n" + clip(message);
+  }
+
+  // The reply of a turn after the tool calls it makes (at most tool_calls_per_turn; calls past
+  // them are answered that the limit is reached, and a reply that calls again is returned as it
+  // is, for the turn to refuse). `tokens` counts every request.
+  Result<ChatReply> converse(uint32_t turn, std::vector<ChatMessage>& conversation,
+                             uint64_t& tokens) {
+    const LlmSettings& s = m_client->settings();
+    bool tools = offer_tools();
+    auto reply = m_client->chat(conversation, m_cancel, seconds_left(), tools);
+    uint32_t calls = 0;
+    bool limit_told = false;
+    while (reply && !reply->tool_calls.empty() && tools && !limit_told) {
+      tokens += reply->total_tokens;
+      reply->total_tokens = 0;
+      ChatMessage asked{"assistant", strip_reasoning(reply->content)};
+      asked.tool_calls = reply->tool_calls;
+      conversation.push_back(std::move(asked));
+      for (const auto& call : reply->tool_calls) {
+        std::string result;
+        if (calls >= s.tool_calls_per_turn) {
+          result = "Not run: the " + std::to_string(s.tool_calls_per_turn) +
+                   " tool calls of this turn are spent. Answer with the kernel now. " +
+                   std::string(k_answer_form);
+          limit_told = true;
+        } else {
+          ++calls;
+          result = run_tool(turn, call);
+        }
+        ChatMessage answer{"tool", std::move(result)};
+        answer.tool_call_id = call.id;
+        conversation.push_back(std::move(answer));
+        if (m_cancel) return make_error("cancelled", int(ChatFailure::cancelled));
+      }
+      if (seconds_left() <= 0 || tokens >= s.token_budget_per_kernel) return reply;
+      set_state(turn_label(turn) + ": waiting for the model (" + std::to_string(calls) +
+                " tool call" + (calls == 1 ? "" : "s") + ")");
+      reply = m_client->chat(conversation, m_cancel, seconds_left(), true);
+    }
+    return reply;
+  }
+
   // A reply that never reached the model's side of the conversation (too large, not a chat
   // completion): say so in the pending user message, keeping the roles alternating, as some
   // chat templates require.
@@ -715,7 +811,7 @@ private:
       if (left <= 0) return finish("budget spent (wall time)");
       set_state(turn_label(turn) + ": waiting for the model");
 
-      auto reply = m_client->chat(conversation, m_cancel, left);
+      auto reply = converse(turn, conversation, tokens);
       if (!reply) {
         const Error& e = reply.error();
         std::string short_error = m_client->excerpt(e.message, k_max_state_error);
@@ -748,9 +844,19 @@ private:
       std::string content = strip_reasoning(reply->content);
       conversation.push_back({"assistant", content});
 
+      if (!reply->tool_calls.empty() && tokens >= s.token_budget_per_kernel) {
+        return finish("budget spent (tokens)");
+      }
+      if (!reply->tool_calls.empty() && seconds_left() <= 0) {
+        return finish("budget spent (wall time)");
+      }
       auto answer = extract_answer(content, k_entry, m_plan.original_entry);
       if (!answer) {
         std::string why = unusable_why(answer.error().message, content, *reply);
+        if (!reply->tool_calls.empty()) {
+          why = "it called tools after the " + std::to_string(s.tool_calls_per_turn) +
+                " calls of the turn were spent";
+        }
         spdlog::info("llm: {}: {}: unusable answer: {}", m_plan.label, turn_label(turn), why);
         conversation.push_back(
             {"user", "Your answer could not be used: " + why + ". " + std::string(k_answer_form)});
@@ -795,6 +901,7 @@ private:
   bool m_finished = false;
   double m_best_speedup = 0;
   uint64_t m_best_turn = 0;
+  uint64_t m_tool_calls = 0; // of the session, for the tags of their candidates
 
   std::thread m_thread; // last: it starts once everything above exists
 };

@@ -148,6 +148,7 @@ void Optimizer::configure_llm() {
   s.temperature = c.temperature;
   s.samples_per_turn = c.samples_per_turn;
   s.examples = c.examples;
+  s.tool_calls_per_turn = c.tool_calls_per_turn;
   s.f32_rel = m_config.validation.f32_rel;
   s.min_speedup = m_config.validation.min_speedup;
   m_strategies.push_back(agent::make_llm_strategy(std::move(s)));
@@ -1386,6 +1387,9 @@ std::optional<json> Optimizer::job_json(uint64_t id) const {
     out["captures_used"] = j.verdict->captures_used;
   }
   if (j.variant) out["variant"] = j.variant->hex();
+  // A strategy's check (Job::check): its `verified` means compiled, or correct on a capture.
+  if (j.candidate.check == JobCheck::compile) out["check"] = "compile";
+  if (j.candidate.check == JobCheck::validate) out["check"] = "validate";
   return out;
 }
 

@@ -721,6 +721,8 @@ void jobs_table(const json& jobs, std::ostream& out, size_t indent) {
            {"MESSAGE", Align::left}});
   for (const auto& j : jobs) {
     std::string verdict = str(j, "verdict", "");
+    // A strategy's check was only compiled, or only validated on one capture.
+    if (!verdict.empty() && j.contains("check")) verdict += " (" + str(j, "check") + " only)";
     t.row({std::to_string(num<uint64_t>(j, "id")), ellipsize(kernel_display(str(j, "kernel")), 32),
            str(j, "strategy"), str(j, "state"), verdict.empty() ? "-" : verdict,
            num<double>(j, "speedup") > 0 ? human_speedup(num<double>(j, "speedup")) : "-",

@@ -406,6 +406,92 @@ TEST(Agent, LlmSamplesTheFastestCorrectOneIsServed) {
   expect_correct(app);
 }
 
+// The tools compile and check, offered to the model within a turn: its check of a wrong kernel
+// is validated by the worker on a capture and the mismatch comes back as the tool's result; its
+// check of the right one says correct; its answer is then validated in full and served. The
+// checks leave no variant behind.
+TEST(Agent, LlmChecksItsKernelsWithTheToolsBeforeAnswering) {
+  LlmServer llm;
+  const std::string head =
+      "extern \"C\" __global__ void hone_candidate(int* out, const int* in, int n, int reps)\n"
+      "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n";
+  const std::string wrong = head + "    out[i] = in[i] * reps + 1;\n}\n";
+  const std::string right = head + "    out[i] = in[i] * reps;\n}\n";
+  auto check_call = [](const std::string& id, const std::string& source) {
+    LlmResponse r;
+    r.body = json{{"object", "chat.completion"},
+                  {"choices",
+                   {{{"index", 0},
+                     {"message",
+                      {{"role", "assistant"},
+                       {"content", nullptr},
+                       {"tool_calls",
+                        {{{"id", id},
+                          {"type", "function"},
+                          {"function",
+                           {{"name", "check"},
+                            {"arguments", json{{"source", source}}.dump()}}}}}}}},
+                     {"finish_reason", "tool_calls"}}}},
+                  {"usage", {{"total_tokens", 300}}}}
+                 .dump();
+    return r;
+  };
+  llm.push(check_call("call_wrong", wrong));
+  llm.push(check_call("call_right", right));
+  llm.push(LlmResponse::chat(fenced(right), 900));
+
+  DaemonOptions o;
+  o.config = agent_config("[agent.llm]\nenabled = true\nbase_url = \"" + llm.base_url() +
+                          "\"\nmodel = \"scripted\"\nmax_turns = 1\ntool_calls_per_turn = 2\n"
+                          "request_timeout_s = 30\n");
+  o.env.emplace("HONE_EMU_INSTRUCTION_BUDGET", "400000000");
+  auto started = DaemonProcess::start(std::move(o));
+  ASSERT_TRUE(started) << started.error().message;
+  auto d = std::move(*started);
+  BackgroundApp app(serve_app(d->socket()));
+  Ctl ctl(d->socket());
+
+  json variant;
+  ASSERT_TRUE(wait_for(
+      [&] { return !(variant = ctl.verified_variant("accumulate", "llm")).is_null(); }, 300s))
+      << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
+  print_jobs(ctl);
+  auto requests = llm.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_NE(requests[0].body.find("\"tools\""), std::string::npos);
+  json after_wrong = json::parse(requests[1].body)["messages"].back();
+  EXPECT_EQ(after_wrong["tool_call_id"], "call_wrong");
+  const std::string mismatch = after_wrong["content"].get<std::string>();
+  EXPECT_NE(mismatch.find("computed results that differ from the original's"), std::string::npos)
+      << mismatch;
+  EXPECT_NE(mismatch.find("element"), std::string::npos) << mismatch;
+  json after_right = json::parse(requests[2].body)["messages"].back();
+  EXPECT_EQ(after_right["tool_call_id"], "call_right");
+  EXPECT_NE(after_right["content"].get<std::string>().find("Correct: correct on 1 capture"),
+            std::string::npos)
+      << after_right.dump();
+
+  // Two checks and the answer went to the worker; only the answer left a variant.
+  const json jobs = ctl.request({{"cmd", "jobs"}});
+  int checks = 0, answers = 0;
+  for (const auto& j : jobs["result"]["jobs"]) {
+    if (j.value("strategy", "") != "llm") continue;
+    if (j.value("description", "").find("tool check") != std::string::npos) {
+      ++checks;
+      EXPECT_EQ(j.value("variant", ""), "") << j.dump(2);
+    } else {
+      ++answers;
+    }
+  }
+  EXPECT_EQ(checks, 2) << jobs.dump(2);
+  EXPECT_EQ(answers, 1) << jobs.dump(2);
+  json k;
+  EXPECT_TRUE(wait_for([&] { return count(k = ctl.kernel("accumulate"), "variant_launches") > 5; },
+                       60s))
+      << k.dump(2);
+  expect_correct(app);
+}
+
 // agent.llm.examples: once the model's rewrite of one kernel is verified, the prompt for another
 // kernel shows it (its source and speedup) as an example; the first prompt, with nothing verified
 // yet, has none.

@@ -1291,3 +1291,189 @@ TEST(LlmSamples, AnEndpointWithoutNIsAskedAgain) {
   EXPECT_EQ(server.requests().size(), 3u);
   EXPECT_TRUE(eventually([&] { return session->done(); }));
 }
+
+// ---- tools: compile and check within a turn -------------------------------------------------------
+
+namespace {
+
+const std::string k_tool_source =
+    "#include \"saxpy_params.h\"\nextern \"C\" __global__ void hone_candidate(const float* x, "
+    "float* y, float a, unsigned n) {\n  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = fmaf(a, x[i], y[i]);\n}\n";
+
+// A reply that calls tools, as OpenAI, vLLM, SGLang and llama-server send it: content null,
+// arguments as JSON text, finish_reason "tool_calls".
+LlmResponse tool_reply(const std::vector<std::pair<std::string, std::string>>& calls) {
+  json tool_calls = json::array();
+  for (const auto& [name, source] : calls) {
+    tool_calls.push_back({{"id", "call_" + name + std::to_string(tool_calls.size())},
+                          {"type", "function"},
+                          {"function",
+                           {{"name", name}, {"arguments", json{{"source", source}}.dump()}}}});
+  }
+  LlmResponse r;
+  r.body = json{{"object", "chat.completion"},
+                {"choices",
+                 {{{"index", 0},
+                   {"message",
+                    {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", tool_calls}}},
+                   {"finish_reason", "tool_calls"}}}},
+                {"usage", {{"total_tokens", 200}}}}
+               .dump();
+  return r;
+}
+
+// The same as Ollama sends it: arguments as an object, no id.
+LlmResponse ollama_tool_reply(const std::string& name, const std::string& source) {
+  LlmResponse r;
+  r.body = json{{"object", "chat.completion"},
+                {"choices",
+                 {{{"index", 0},
+                   {"message",
+                    {{"role", "assistant"},
+                     {"content", ""},
+                     {"tool_calls",
+                      {{{"function", {{"name", name}, {"arguments", {{"source", source}}}}}}}}}},
+                   {"finish_reason", "tool_calls"}}}}}
+               .dump();
+  return r;
+}
+
+} // namespace
+
+TEST(LlmTools, CompileAndCheckRunWithinTheTurnThroughTheWorker) {
+  LlmServer server;
+  std::string typo = k_tool_source;
+  typo.replace(typo.find("x[i], y[i]"), 10, "x[i] y[i]");
+  server.push(tool_reply({{"compile", typo}}));
+  server.push(ollama_tool_reply("check", k_tool_source));
+  server.push(LlmResponse::chat(kernel_reply("after the tools")));
+  LlmSettings s = settings(server);
+  s.tool_calls_per_turn = 3;
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+
+  // The compile call: a candidate that is only compiled.
+  auto compile = next_candidates(*session);
+  ASSERT_EQ(compile.size(), 1u) << session->state();
+  EXPECT_EQ(compile[0].check, JobCheck::compile);
+  EXPECT_GE(compile[0].tag, uint64_t(1) << 40);
+  EXPECT_TRUE(contains(compile[0].description, "tool compile")) << compile[0].description;
+  EXPECT_TRUE(contains(session->state(), "running the model's compile")) << session->state();
+  session->on_verdict(compile[0], verdict(VerdictKind::compile_error,
+                                          "candidate.cu(1): error: expected a \")\""));
+  // The check call: validated only, on one capture.
+  auto check = next_candidates(*session);
+  ASSERT_EQ(check.size(), 1u) << session->state();
+  EXPECT_EQ(check[0].check, JobCheck::validate);
+  EXPECT_NE(check[0].tag, compile[0].tag);
+  EXPECT_TRUE(contains(check[0].code, "fmaf(a, x[i], y[i])")) << check[0].code;
+  Verdict correct;
+  correct.kind = VerdictKind::verified;
+  correct.message = "check: correct on 1 capture (bitwise); not timed";
+  session->on_verdict(check[0], correct);
+  // The answer: the turn's candidate, a full job.
+  auto answer = next_candidates(*session);
+  ASSERT_EQ(answer.size(), 1u) << session->state();
+  EXPECT_EQ(answer[0].check, JobCheck::none);
+  EXPECT_EQ(answer[0].tag, 1u);
+  EXPECT_TRUE(contains(answer[0].code, "after the tools"));
+
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  json first = body(requests[0]);
+  ASSERT_TRUE(first.contains("tools")) << first.dump();
+  EXPECT_EQ(first["tools"][0]["function"]["name"], "compile");
+  EXPECT_EQ(first["tools"][1]["function"]["name"], "check");
+  EXPECT_EQ(first["tool_choice"], "auto");
+  EXPECT_TRUE(contains(message(requests[0], 0), "up to 3 calls per turn"));
+  // The model's call and its result went back, paired by id.
+  json second = body(requests[1])["messages"];
+  const json& asked = second[second.size() - 2];
+  EXPECT_EQ(asked["role"], "assistant");
+  EXPECT_EQ(asked["tool_calls"][0]["id"], "call_compile0");
+  EXPECT_EQ(asked["tool_calls"][0]["function"]["name"], "compile");
+  const json& told = second.back();
+  EXPECT_EQ(told["role"], "tool");
+  EXPECT_EQ(told["tool_call_id"], "call_compile0");
+  EXPECT_TRUE(contains(told["content"], "did not compile")) << told.dump();
+  EXPECT_TRUE(contains(told["content"], "expected a \")\"")) << told.dump();
+  // Ollama's call had no id: one was given, and its arguments object went back as JSON text.
+  json third = body(requests[2])["messages"];
+  EXPECT_EQ(third[third.size() - 2]["tool_calls"][0]["id"], "call_1");
+  EXPECT_TRUE(third[third.size() - 2]["tool_calls"][0]["function"]["arguments"].is_string());
+  EXPECT_EQ(third.back()["tool_call_id"], "call_1");
+  EXPECT_TRUE(contains(third.back()["content"], "Correct: correct on 1 capture (bitwise); not timed"))
+      << third.back().dump();
+}
+
+TEST(LlmTools, AnEndpointThatRefusesToolsIsAskedWithoutThemFromThenOn) {
+  LlmServer server;
+  // vLLM started without --enable-auto-tool-choice.
+  LlmResponse refusal;
+  refusal.status = 400;
+  refusal.body = R"({"object": "error", "message": "\"auto\" tool choice requires )"
+                 R"(--enable-auto-tool-choice and --tool-call-parser to be set", )"
+                 R"("type": "BadRequestError", "param": null, "code": 400})";
+  server.push(refusal);
+  server.push(LlmResponse::chat(kernel_reply()));
+  server.push(LlmResponse::chat(kernel_reply()));
+  LlmSettings s = settings(server);
+  s.tool_calls_per_turn = 2;
+  auto strategy = make_llm_strategy(s);
+  auto session = strategy->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto first = next_candidates(*session);
+  ASSERT_EQ(first.size(), 1u) << session->state();
+  EXPECT_EQ(first[0].tag, 1u); // the refusal cost no turn
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_TRUE(body(requests[0]).contains("tools"));
+  EXPECT_FALSE(body(requests[1]).contains("tools"));
+  session.reset();
+  // The next session is not offered them either.
+  auto again = strategy->start(source_task());
+  ASSERT_EQ(next_candidates(*again).size(), 1u);
+  EXPECT_FALSE(body(server.requests().at(2)).contains("tools"));
+}
+
+TEST(LlmTools, NoToolsWithSeveralSamplesOrWhenOff) {
+  LlmServer server;
+  server.push(LlmResponse::chat(kernel_reply()));
+  auto session = make_llm_strategy(settings(server))->start(source_task()); // 0 calls: off
+  ASSERT_EQ(next_candidates(*session).size(), 1u);
+  EXPECT_FALSE(body(server.requests().at(0)).contains("tools"));
+  EXPECT_FALSE(contains(message(server.requests().at(0), 0), "tools compile and check"));
+}
+
+TEST(LlmTools, CallsPastTheLimitAreNotRunAndATurnThatKeepsCallingIsRefused) {
+  LlmServer server;
+  server.push(tool_reply({{"compile", k_tool_source}, {"check", k_tool_source}}));
+  server.push(tool_reply({{"check", k_tool_source}}));
+  server.push(LlmResponse::chat(kernel_reply("turn two")));
+  LlmSettings s = settings(server);
+  s.tool_calls_per_turn = 1;
+  auto session = make_llm_strategy(s)->start(source_task());
+  auto compile = next_candidates(*session);
+  ASSERT_EQ(compile.size(), 1u);
+  EXPECT_EQ(compile[0].check, JobCheck::compile);
+  Verdict ok;
+  ok.kind = VerdictKind::verified;
+  ok.message = "check: compiled and loaded; it takes the original's 4 parameters";
+  session->on_verdict(compile[0], ok);
+  // The check in the same reply was past the limit: not run. The model called again: the turn
+  // is refused, and turn 2's answer is the next candidate.
+  auto next = next_candidates(*session);
+  ASSERT_EQ(next.size(), 1u) << session->state();
+  EXPECT_EQ(next[0].check, JobCheck::none);
+  EXPECT_EQ(next[0].tag, 2u);
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  json second = body(requests[1])["messages"];
+  EXPECT_TRUE(contains(second.back()["content"], "Not run: the 1 tool calls of this turn are spent"))
+      << second.dump();
+  EXPECT_TRUE(contains(second[second.size() - 2]["content"], "Compiled and loaded"));
+  std::string refused = last_message(requests[2]);
+  EXPECT_TRUE(contains(refused, "it called tools after the 1 calls of the turn were spent"))
+      << refused;
+}
