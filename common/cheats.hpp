@@ -16,7 +16,7 @@ struct CheatPattern {
   std::string_view defence; // what refuses it
 };
 
-inline constexpr std::array<CheatPattern, 12> k_cheat_patterns{{
+inline constexpr std::array<CheatPattern, 13> k_cheat_patterns{{
     {"result-reuse", "relies on what output memory held: writes nothing, or only part",
      "outputs poisoned twice (0xFF, then 0x5A) before the candidate runs"},
     {"input-modification", "writes a buffer the original only reads (even if restored later)",
@@ -40,6 +40,11 @@ inline constexpr std::array<CheatPattern, 12> k_cheat_patterns{{
      "per run"},
     {"race", "a result that depends on the schedule",
      "two schedules for the candidate, eight for the original"},
+    {"dependent-launch-race",
+     "drops or moves the original's wait for the kernel before it (griddepcontrol.wait, "
+     "programmatic dependent launch) and reads what that kernel writes before it is done",
+     "static: a candidate of an original that waits must wait too, and before its wait touch "
+     "global memory only through pointers the original touches before its own"},
     {"warm-cache", "fast only because its data is already in cache",
      "L2 flushed between timed runs on a GPU; the emulated device keeps no cache between launches"},
     {"correct-while-checked", "correct on the launches validation sees, wrong later",

@@ -165,6 +165,200 @@ bool writes_memory(const Instruction& inst, size_t index) {
   }
 }
 
+// A griddepcontrol.wait: the thread waits until the prerequisite grids of a programmatic
+// dependent launch have completed and their writes are visible.
+bool is_grid_wait(const Instruction& inst) {
+  return inst.op == Opcode::griddepcontrol && inst.has_mod("wait");
+}
+
+// How the address operand at position `index` of `inst` accesses global memory (UnwaitedAccess
+// says which instructions count), or k_access_none where it cannot reach global memory.
+uint8_t global_access(const Instruction& inst, size_t index) {
+  Space space = inst.space();
+  bool global = space == Space::global || space == Space::none;
+  switch (inst.op) {
+  case Opcode::ld:
+  case Opcode::ldu:
+    return global ? k_access_read : k_access_none;
+  case Opcode::st:
+    return global ? k_access_write : k_access_none;
+  case Opcode::atom:
+  case Opcode::red:
+    return global ? k_access_atomic : k_access_none;
+  case Opcode::tex:
+  case Opcode::tld4:
+  case Opcode::suld:
+    return k_access_read;
+  case Opcode::sust:
+    return k_access_write;
+  case Opcode::sured:
+    return k_access_atomic;
+  case Opcode::wmma:
+    if (!global) return k_access_none;
+    if (inst.has_mod("load")) return k_access_read;
+    return inst.has_mod("store") ? k_access_write : k_access_none;
+  case Opcode::multimem:
+    if (inst.has_mod("ld_reduce")) return k_access_read;
+    if (inst.has_mod("st")) return k_access_write;
+    return inst.has_mod("red") ? k_access_atomic : k_access_none;
+  case Opcode::cp: {
+    // cp.async.ca.shared.global [dst], [src]: the destination's space, then the source's.
+    if (inst.has_mod("prefetch")) return k_access_none;
+    std::vector<Space> spaces;
+    for (auto m : inst.mods) {
+      if (Space s = space_from_name(m); s != Space::none) spaces.push_back(s);
+    }
+    if (index == 0 && !spaces.empty() && spaces[0] == Space::global) {
+      return inst.has_mod("reduce") ? k_access_atomic : k_access_write;
+    }
+    if (index == 1 && spaces.size() >= 2 && spaces[1] == Space::global) return k_access_read;
+    return k_access_none;
+  }
+  default:
+    return k_access_none;
+  }
+}
+
+// Functions of the CUDA runtime a kernel calls without their bodies, which touch no memory of
+// another kernel's.
+bool is_runtime_call(std::string_view name) {
+  return name == "vprintf" || name == "malloc" || name == "free" || name == "__assertfail";
+}
+
+// The function a call names, or nullptr for an indirect call (through a register).
+const Operand* call_target(const Instruction& call) {
+  for (const auto& o : call.operands) {
+    if (o.kind == Operand::Kind::list) continue;
+    return o.kind == Operand::Kind::symbol ? &o : nullptr;
+  }
+  return nullptr;
+}
+
+// Where the threads of a function may not have waited for the grids they depend on yet
+// (griddepcontrol.wait, programmatic dependent launch). A statement is "after the wait" only when
+// every path from the function's start to it passes an unguarded griddepcontrol.wait or an
+// unguarded call to a function that waits on every path to its returns: the complement of what
+// the start reaches through neither. Conservative where the control flow is not followed: brx
+// may go to any label, a branch to a label named twice (in nested scopes) to both.
+class GridWaits {
+public:
+  explicit GridWaits(const Module& m) : m_module(m) {}
+
+  // Does `entry`, or a function it calls directly (transitively), hold a griddepcontrol.wait?
+  bool any_wait(const Function& entry) const {
+    std::vector<const Function*> reached{&entry};
+    std::set<const Function*> seen{&entry};
+    for (size_t i = 0; i < reached.size(); ++i) {
+      for (const auto& st : reached[i]->body) {
+        const auto* inst = std::get_if<Instruction>(&st.item);
+        if (!inst) continue;
+        if (is_grid_wait(*inst)) return true;
+        if (const Function* g = callee(*inst); g && seen.insert(g).second) reached.push_back(g);
+      }
+    }
+    return false;
+  }
+
+  // Per statement of `f`: true where some path from f's start reaches it without a wait.
+  const std::vector<bool>& unwaited(const Function& f) {
+    compute(f);
+    return m_unwaited.at(&f);
+  }
+
+  // The function `inst` calls, when it is a call to a function with a body; else nullptr.
+  const Function* callee(const Instruction& inst) const {
+    if (inst.op != Opcode::call) return nullptr;
+    const Operand* t = call_target(inst);
+    const Function* g = t ? m_module.function(t->name) : nullptr;
+    return g && g->has_body ? g : nullptr;
+  }
+
+private:
+  const Module& m_module;
+  std::map<const Function*, std::vector<bool>> m_unwaited;
+  std::map<const Function*, bool> m_always_waits; // every return of the function after a wait
+  std::set<const Function*> m_in_progress;        // a recursive call waits for nothing
+
+  bool always_waits(const Function& f) {
+    if (m_in_progress.count(&f)) return false;
+    compute(f);
+    return m_always_waits.at(&f);
+  }
+
+  void compute(const Function& f) {
+    if (m_unwaited.count(&f)) return;
+    m_in_progress.insert(&f);
+    const auto& body = f.body;
+    std::unordered_map<std::string_view, std::vector<size_t>> labels;
+    std::vector<size_t> all_labels;
+    for (size_t k = 0; k < body.size(); ++k) {
+      if (const auto* l = std::get_if<Label>(&body[k].item)) {
+        labels[l->name].push_back(k);
+        all_labels.push_back(k);
+      }
+    }
+    std::vector<bool> seen(body.size(), false);
+    bool returns = false; // a return (or the end of the body) reached without a wait
+    std::vector<size_t> work{0};
+    while (!work.empty()) {
+      size_t k = work.back();
+      work.pop_back();
+      if (k >= body.size()) {
+        returns = true;
+        continue;
+      }
+      if (seen[k]) continue;
+      seen[k] = true;
+      const auto* inst = std::get_if<Instruction>(&body[k].item);
+      if (!inst) {
+        work.push_back(k + 1);
+        continue;
+      }
+      bool guarded = !inst->guard.empty();
+      auto to_every_label = [&] { work.insert(work.end(), all_labels.begin(), all_labels.end()); };
+      switch (inst->op) {
+      case Opcode::bra: {
+        bool found = false;
+        for (const auto& o : inst->operands) {
+          if (o.kind != Operand::Kind::symbol) continue;
+          if (auto it = labels.find(o.name); it != labels.end()) {
+            work.insert(work.end(), it->second.begin(), it->second.end());
+            found = true;
+          }
+        }
+        if (!found) to_every_label();
+        break;
+      }
+      case Opcode::brx:
+        to_every_label();
+        break;
+      case Opcode::ret:
+        returns = true;
+        break;
+      case Opcode::exit:
+      case Opcode::trap:
+        break;
+      case Opcode::griddepcontrol:
+        if (!is_grid_wait(*inst) || guarded) work.push_back(k + 1);
+        continue;
+      case Opcode::call:
+        if (const Function* g = callee(*inst); guarded || !g || !always_waits(*g)) {
+          work.push_back(k + 1);
+        }
+        continue;
+      default:
+        work.push_back(k + 1);
+        continue;
+      }
+      // bra, brx, ret, exit and trap fall through when not taken
+      if (guarded) work.push_back(k + 1);
+    }
+    m_in_progress.erase(&f);
+    m_always_waits[&f] = !returns;
+    m_unwaited[&f] = std::move(seen);
+  }
+};
+
 // The instruction as one line for messages: `st.global.f32 [%rd4], %f2;`.
 std::string instruction_text(const Instruction& inst) {
   std::string s = print(inst);
@@ -199,6 +393,15 @@ public:
     }
   }
 
+  // Also report the accesses to global memory at the statements `unwaited` marks (GridWaits) to
+  // `out`.
+  PointerAnalysis& track_unwaited(const std::vector<bool>& unwaited,
+                                  std::vector<UnwaitedAccess>& out) {
+    m_unwaited = &unwaited;
+    m_unwaited_out = &out;
+    return *this;
+  }
+
   void run() {
     collect_sources();
     m_words = (m_sources.size() + 63) / 64;
@@ -226,6 +429,8 @@ private:
   const Function& m_f;
   std::vector<ParamInfo>& m_params;
   std::vector<MemoryWrite>& m_writes;
+  const std::vector<bool>* m_unwaited = nullptr; // per statement: before a wait
+  std::vector<UnwaitedAccess>* m_unwaited_out = nullptr;
   std::unordered_map<std::string_view, const VarDecl*> m_locals; // the function's own variables
   std::vector<Source> m_sources;
   std::unordered_map<std::string_view, uint32_t> m_variable_sources; // name -> source
@@ -433,14 +638,76 @@ private:
     m_writes.push_back(std::move(w));
   }
 
+  // An access to global memory before a wait (UnwaitedAccess) through the address operand
+  // `address` of `inst`, with the parameter pointers its address derives from; left out when it
+  // derives only from variables (the kernel's own memory).
+  void record_unwaited(const Statement& st, const Instruction& inst, const Operand& address,
+                       uint8_t access) {
+    UnwaitedAccess a;
+    bool variables = false;
+    auto add = [&](const Source& s) {
+      if (s.param != k_variable) {
+        a.pointers.push_back({s.param, s.offset});
+      } else {
+        variables = true;
+      }
+    };
+    // [%rd1+8], [table], or the handle of [tex, {%f1, %f2}] and [tensormap, {%r1, %r2}]
+    auto from = [&](std::string_view name, bool is_reg) {
+      if (is_reg) {
+        if (auto it = m_reg_ids.find(name); it != m_reg_ids.end()) {
+          for_each_source(m_taint[it->second], add);
+        }
+      } else if (!name.empty()) {
+        if (auto src = variable_source(name)) add(m_sources[*src]);
+      }
+    };
+    from(address.name, address.base_is_reg);
+    if (!address.elems.empty()) {
+      const Operand& handle = address.elems.front();
+      if (handle.kind == Operand::Kind::reg || handle.kind == Operand::Kind::symbol) {
+        from(handle.name, handle.kind == Operand::Kind::reg);
+      }
+    }
+    if (a.pointers.empty() && variables) return;
+    std::sort(a.pointers.begin(), a.pointers.end());
+    a.pointers.erase(std::unique(a.pointers.begin(), a.pointers.end()), a.pointers.end());
+    a.function = std::string(m_f.name);
+    a.instruction = instruction_text(inst);
+    a.loc = st.loc;
+    a.access = access;
+    m_unwaited_out->push_back(std::move(a));
+  }
+
+  // An instruction before a wait whose accesses are not known: it may read or write anything.
+  void record_untraced(const Statement& st, std::string instruction) {
+    UnwaitedAccess a;
+    a.function = std::string(m_f.name);
+    a.instruction = std::move(instruction);
+    a.loc = st.loc;
+    a.access = k_access_read | k_access_write;
+    m_unwaited_out->push_back(std::move(a));
+  }
+
   void collect_uses() {
-    for (const auto& st : m_f.body) {
+    for (size_t k = 0; k < m_f.body.size(); ++k) {
+      const Statement& st = m_f.body[k];
+      bool unwaited = m_unwaited && k < m_unwaited->size() && (*m_unwaited)[k];
       if (const auto* op = std::get_if<Opaque>(&st.item)) {
         escape_text(op->text);
+        if (unwaited) record_untraced(st, std::string(op->text));
         continue;
       }
       const auto* inst = std::get_if<Instruction>(&st.item);
       if (!inst) continue;
+      if (unwaited && inst->op == Opcode::call) {
+        // A called function's own accesses are its analysis's; one without a body is unknown.
+        const Operand* t = call_target(*inst);
+        const Function* g = t ? m_module.function(t->name) : nullptr;
+        if (!t || ((!g || !g->has_body) && !is_runtime_call(t->name))) {
+          record_untraced(st, instruction_text(*inst));
+        }
+      }
       bool stores_value = inst->op == Opcode::st || inst->op == Opcode::atom ||
                           inst->op == Opcode::red || inst->op == Opcode::call ||
                           inst->op == Opcode::sust || inst->op == Opcode::sured;
@@ -454,6 +721,9 @@ private:
           Space space = inst->space();
           if (writes_memory(*inst, i) && (space == Space::global || space == Space::none)) {
             record_write(st, *inst, o);
+          }
+          if (unwaited) {
+            if (uint8_t a = global_access(*inst, i)) record_unwaited(st, *inst, o, a);
           }
           if (o.base_is_reg) {
             auto it = m_reg_ids.find(o.name);
@@ -563,7 +833,31 @@ EntryInfo analyze_entry(const Module& module, const Function& entry) {
   EntryInfo info;
   info.name = std::string(entry.name);
   layout_params(entry, info);
-  PointerAnalysis(module, entry, info.params, info.writes).run();
+  // What can run before a griddepcontrol.wait: the entry, and the functions its calls before a
+  // wait reach (only where the kernel waits somewhere at all).
+  GridWaits grid_waits(module);
+  std::set<const Function*> before_wait;
+  if (grid_waits.any_wait(entry)) {
+    info.waits_grid_dependency = true;
+    std::vector<const Function*> work{&entry};
+    before_wait.insert(&entry);
+    while (!work.empty()) {
+      const Function* f = work.back();
+      work.pop_back();
+      const auto& unwaited = grid_waits.unwaited(*f);
+      for (size_t k = 0; k < f->body.size(); ++k) {
+        const auto* inst = std::get_if<Instruction>(&f->body[k].item);
+        const Function* g = inst && unwaited[k] ? grid_waits.callee(*inst) : nullptr;
+        if (g && before_wait.insert(g).second) work.push_back(g);
+      }
+    }
+  }
+  auto pointer_analysis = [&](const Function& f, std::vector<ParamInfo>& params) {
+    PointerAnalysis a(module, f, params, info.writes);
+    if (before_wait.count(&f)) a.track_unwaited(grid_waits.unwaited(f), info.unwaited_accesses);
+    a.run();
+  };
+  pointer_analysis(entry, info.params);
 
   auto dims = [](const FuncDirective* d) -> std::optional<std::array<int64_t, 3>> {
     if (!d || d->values.empty()) return std::nullopt;
@@ -591,7 +885,7 @@ EntryInfo analyze_entry(const Module& module, const Function& entry) {
     const Function& f = *reached[fi];
     if (fi > 0) {
       std::vector<ParamInfo> none; // a callee's own parameters are not the entry's pointers
-      PointerAnalysis(module, f, none, info.writes).run();
+      pointer_analysis(f, none);
     }
     for (const auto& st : f.body) {
       collect_symbols(st, symbols);

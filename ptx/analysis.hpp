@@ -81,6 +81,31 @@ struct MemoryWrite {
   std::vector<VariableRef> variables; // sorted by name, unique
 };
 
+// An access to global memory (or to memory through a generic address) that can execute before the
+// kernel has waited for the grids it depends on: some path from the entry's first instruction
+// reaches it through no unguarded `griddepcontrol.wait` and no unguarded call to a function that
+// executes one on every path. The wait is per thread (PTX ISA, "Parallel Synchronization and
+// Communication Instructions: griddepcontrol"): until it returns, what the prerequisite grid of a
+// programmatic dependent launch writes may not be visible yet, and that grid may still be reading
+// what this one writes. Reads are ld and ldu on global or generic addresses (ld.param,
+// ld.shared, ld.const and ld.local are not), tex, tld4, suld, wmma.load, multimem.ld_reduce and the
+// global source of cp.async[.bulk[.tensor]]; writes are the writes of MemoryWrite plus sust;
+// atom, red, sured and cp.reduce into global memory are atomic. prefetch is neither. An instruction
+// the IR keeps as text, an indirect call and a call to a function without a body (other than the
+// CUDA runtime's vprintf, malloc, free and __assertfail) count as untraced reads and writes.
+struct UnwaitedAccess {
+  std::string function;    // the .entry or .func that holds it
+  std::string instruction; // as printed
+  SourceLoc loc;
+  // k_access_read, k_access_write or k_access_atomic (a read and a write); read and write where
+  // the instruction is not known.
+  uint8_t access = k_access_none;
+  // Pointers from the entry's parameters its address derives from, sorted and unique (flow-
+  // insensitive, as MemoryWrite). Empty: the analysis cannot trace the address to a parameter
+  // (a pointer loaded from memory, an address in a called function, an opaque instruction).
+  std::vector<ParamPointer> pointers;
+};
+
 // A type an instruction names in its modifiers (`cvt.rn.f16.f32`: f16 and f32), and the first
 // instruction that names it.
 struct TypeUse {
@@ -125,6 +150,14 @@ struct EntryInfo {
   // Every type the instructions of the entry and its callees name, in the order of the first
   // instruction naming each (the entry first, then the callees).
   std::vector<TypeUse> types_used;
+  // Executes griddepcontrol.wait somewhere, in the entry or a function it calls (guarded or not):
+  // the kernel expects a programmatic dependent launch after a kernel whose results it reads.
+  bool waits_grid_dependency = false;
+  // Only when waits_grid_dependency (empty otherwise): the accesses that can execute before a
+  // wait, in the entry, then in each callee a call before a wait reaches (in `callees` order).
+  // Accesses whose address derives only from the kernel's own variables (its local depot, shared
+  // memory, its module's variables) are left out: no other kernel reaches them.
+  std::vector<UnwaitedAccess> unwaited_accesses;
 
   std::optional<std::array<int64_t, 3>> maxntid;
   std::optional<std::array<int64_t, 3>> reqntid;

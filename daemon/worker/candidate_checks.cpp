@@ -164,12 +164,84 @@ std::optional<Failure> precision_downgrade(const ptx::EntryInfo& original,
   return std::nullopt;
 }
 
+// "parameter 1 (k_param_1)", with the field's offset in a by-value struct.
+std::string param_text(const ptx::EntryInfo& e, const ptx::ParamPointer& p) {
+  std::string what = "parameter " + std::to_string(p.param);
+  if (p.param >= e.params.size()) return what;
+  const ptx::ParamInfo& param = e.params[p.param];
+  what += " (" + param.name + ")";
+  if (param.aggregate || p.offset) what += " field +" + std::to_string(p.offset);
+  return what;
+}
+
+std::string_view access_verb(uint8_t access) {
+  if (access & ptx::k_access_atomic) return "updates atomically";
+  if ((access & ptx::k_access_read) && (access & ptx::k_access_write)) return "may read or write";
+  return access & ptx::k_access_write ? "writes" : "reads";
+}
+
+// An original that waits for the upstream kernel, the one before it in the stream
+// (griddepcontrol.wait, which a programmatic dependent launch relies on), reads what that kernel
+// writes only after the wait, and writes only after it what that kernel may still read. A
+// candidate must wait too, and before its wait may read only through pointers the original reads
+// before its own, and write only through pointers the original writes before its own: the
+// original says which buffers the upstream kernel leaves alone. The emulated device runs launches
+// one after the other, so no run can show the race; on a GPU the candidate would read stale data
+// or clobber what is still being read.
+std::optional<Failure> dependent_launch_race(const ptx::EntryInfo& original,
+                                             const ptx::EntryInfo& candidate) {
+  if (!original.waits_grid_dependency) return std::nullopt;
+  const std::string preamble =
+      "the original waits for the upstream kernel (griddepcontrol.wait, programmatic dependent "
+      "launch) ";
+  if (!candidate.waits_grid_dependency) {
+    return refuse("dependent-launch-race",
+                  preamble + "before it reads what that kernel writes; the candidate never "
+                             "executes griddepcontrol.wait, so on a GPU it may read its inputs "
+                             "before the upstream kernel has written them");
+  }
+  std::set<ptx::ParamPointer> reads, writes; // what the original touches before its wait
+  for (const auto& a : original.unwaited_accesses) {
+    for (const auto& p : a.pointers) {
+      if (a.access & (ptx::k_access_read | ptx::k_access_atomic)) reads.insert(p);
+      if (a.access & (ptx::k_access_write | ptx::k_access_atomic)) writes.insert(p);
+    }
+  }
+  for (const auto& a : candidate.unwaited_accesses) {
+    std::string where = quoted(a.instruction, a.function, a.loc);
+    if (a.pointers.empty()) {
+      return refuse("dependent-launch-race",
+                    preamble + "before it touches memory that kernel may use; the candidate " +
+                        std::string(access_verb(a.access)) +
+                        " memory at an address the analysis cannot trace to a parameter before "
+                        "any griddepcontrol.wait: " +
+                        where);
+    }
+    bool reads_it = a.access & (ptx::k_access_read | ptx::k_access_atomic);
+    bool writes_it = a.access & (ptx::k_access_write | ptx::k_access_atomic);
+    for (const auto& p : a.pointers) {
+      bool read_ok = !reads_it || reads.count(p);
+      bool write_ok = !writes_it || writes.count(p);
+      if (read_ok && write_ok) continue;
+      std::string what = param_text(original, p);
+      return refuse("dependent-launch-race",
+                    preamble + "before it " + (read_ok ? "writes" : "reads") + " memory through " +
+                        what + "; the candidate " + std::string(access_verb(a.access)) +
+                        " memory through " + what + " before any griddepcontrol.wait: " + where +
+                        "; on a GPU the upstream kernel may still be " +
+                        (read_ok ? "reading" : "writing") + " it");
+    }
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 std::optional<Failure> check_candidate(const ptx::EntryInfo& original,
                                        const ptx::EntryInfo& candidate) {
   if (auto f = state_across_launches(original, candidate)) return f;
   if (auto f = input_modification(original, candidate)) return f;
+  if (auto f = dependent_launch_race(original, candidate)) return f;
   return precision_downgrade(original, candidate);
 }
 

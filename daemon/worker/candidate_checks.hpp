@@ -15,9 +15,15 @@ namespace hone::worker {
 //    (state-across-launches: nothing ever resets the candidate's module variables);
 //  - writes through a pointer parameter the original never writes through (input-modification:
 //    a buffer changed and restored before the kernel ends looks unchanged afterwards);
+//  - does not wait where the original does (dependent-launch-race): the original executes
+//    griddepcontrol.wait and the candidate never does, or the candidate, before a wait on some
+//    path, reads global memory through a pointer the original does not read before its own wait,
+//    writes through one the original does not write before it, or touches memory at an address
+//    the analysis cannot trace to a parameter;
 //  - names f16, bf16, tf32 or fp8 types the original, f32 or f64 code, never names, unless the
 //    original moves elements of that size through its pointers (precision-downgrade).
-// Refuses only what the analysis traces for certain; nullopt otherwise.
+// Refuses only what the analysis traces for certain, except before a griddepcontrol.wait, where
+// what it cannot trace is refused; nullopt otherwise.
 std::optional<Failure> check_candidate(const ptx::EntryInfo& original,
                                        const ptx::EntryInfo& candidate);
 

@@ -25,14 +25,19 @@ ptx::EntryInfo analyze_ptx(const std::string& text, const std::string& entry) {
 }
 
 // The PTX NVRTC makes of `source` for `arch` (the CUDA headers on the include path for
-// cuda_fp16.h), analyzed at `entry`.
-ptx::EntryInfo analyze_cuda(const std::string& source, const std::string& entry,
-                            const std::string& arch = "compute_90") {
+// cuda_fp16.h).
+std::string compile_cuda(const std::string& source, const std::string& arch = "compute_90") {
   auto r = cuda::nvrtc_compile(
       source, "test.cu",
       {"--gpu-architecture=" + arch, std::string("--include-path=") + HONE_CUDA_INCLUDE});
   if (!r) throw std::runtime_error(r.error().message);
-  return analyze_ptx(r->ptx, entry);
+  return r->ptx;
+}
+
+// The same, analyzed at `entry`.
+ptx::EntryInfo analyze_cuda(const std::string& source, const std::string& entry,
+                            const std::string& arch = "compute_90") {
+  return analyze_ptx(compile_cuda(source, arch), entry);
 }
 
 const char* k_scale = R"(
@@ -389,6 +394,318 @@ extern "C" __global__ void relu_tf32(const unsigned short* in, unsigned short* o
 )",
                            "relu_tf32");
   expect_refused(worker::check_candidate(original, tf32), "precision-downgrade", {"tf32"});
+}
+
+// --- dependent-launch-race ---------------------------------------------------------------------
+
+// An original for a programmatic dependent launch: it waits for the kernel before it first thing,
+// then reads x and writes y, and lets the next kernel start once its stores are issued. The two
+// asm statements are what cudaGridDependencySynchronize() and
+// cudaTriggerProgrammaticLaunchCompletion() are (cuda_device_runtime_api.h), which NVRTC does not
+// declare.
+const char* k_pdl_scale = R"(
+extern "C" __global__ void pdl_scale(float a, const float* x, float* y, int n)
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+}
+)";
+
+const ptx::EntryInfo& pdl_scale() {
+  static const ptx::EntryInfo info = analyze_cuda(k_pdl_scale, "pdl_scale");
+  return info;
+}
+
+// The 1-based number of the first line of `text` that holds `piece`, or 0.
+uint32_t line_of(const std::string& text, std::string_view piece) {
+  uint32_t line = 1;
+  for (size_t at = 0; at < text.size(); ++line) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    if (std::string_view(text).substr(at, end - at).find(piece) != std::string_view::npos) {
+      return line;
+    }
+    at = end + 1;
+  }
+  return 0;
+}
+
+TEST(DependentLaunchRace, GriddepcontrolIsParsedAsAnInstruction) {
+  // The two forms of griddepcontrol are instructions the IR models (not kept as text).
+  std::string text = compile_cuda(k_pdl_scale);
+  auto module = ptx::parse(text, "test.ptx");
+  ASSERT_TRUE(module) << module.error().message;
+  std::vector<std::string> forms;
+  for (const auto& st : module->function("pdl_scale")->body) {
+    const auto* inst = std::get_if<ptx::Instruction>(&st.item);
+    if (inst && inst->op == ptx::Opcode::griddepcontrol) forms.emplace_back(inst->mods.at(0));
+  }
+  EXPECT_EQ(forms, (std::vector<std::string>{"wait", "launch_dependents"})) << text;
+  EXPECT_FALSE(pdl_scale().has_opaque);
+  EXPECT_TRUE(pdl_scale().waits_grid_dependency);
+  // Nothing it does with global memory comes before the wait.
+  EXPECT_TRUE(pdl_scale().unwaited_accesses.empty());
+  // A kernel without the wait, or with only launch_dependents, does not wait.
+  EXPECT_FALSE(scale().waits_grid_dependency);
+  auto trigger = analyze_cuda(R"(
+extern "C" __global__ void trigger(float a, const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+    asm volatile("griddepcontrol.launch_dependents;");
+}
+)",
+                              "trigger");
+  EXPECT_FALSE(trigger.waits_grid_dependency);
+  EXPECT_TRUE(trigger.unwaited_accesses.empty());
+}
+
+TEST(DependentLaunchRace, ACandidateThatNeverWaitsIsRefused) {
+  auto c = analyze_cuda(R"(
+extern "C" __global__ void no_wait(float a, const float* x, float* y, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = a * x[i];
+}
+)",
+                        "no_wait");
+  expect_refused(worker::check_candidate(pdl_scale(), c), "dependent-launch-race",
+                 {"griddepcontrol.wait", "programmatic dependent launch", "never executes"});
+}
+
+TEST(DependentLaunchRace, ReadingAnInputBeforeTheWaitIsRefused) {
+  // Starts its load of x before waiting, to hide the latency.
+  std::string text = compile_cuda(R"(
+extern "C" __global__ void early_read(float a, const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (i < n) y[i] = a * v;
+}
+)");
+  auto c = analyze_ptx(text, "early_read");
+  uint32_t load = line_of(text, "ld.global");
+  ASSERT_NE(load, 0u) << text;
+  ASSERT_LT(load, line_of(text, "griddepcontrol.wait")) << text;
+  expect_refused(worker::check_candidate(pdl_scale(), c), "dependent-launch-race",
+                 {"griddepcontrol.wait", "reads memory through parameter 1 (pdl_scale_param_1)",
+                  "before any griddepcontrol.wait", "ld.global",
+                  "PTX line " + std::to_string(load) + ")"});
+}
+
+TEST(DependentLaunchRace, WritingAnOutputBeforeTheWaitIsRefused) {
+  // Clears y before waiting: the kernel before it may still be reading y.
+  auto c = analyze_cuda(R"(
+extern "C" __global__ void early_clear(float a, const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 0.0f;
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (i < n) y[i] += a * x[i];
+}
+)",
+                        "early_clear");
+  expect_refused(worker::check_candidate(pdl_scale(), c), "dependent-launch-race",
+                 {"writes memory through parameter 2 (pdl_scale_param_2)", "st.global",
+                  "may still be reading"});
+}
+
+TEST(DependentLaunchRace, WaitingFirstIsAccepted) {
+  // Vectorized, waiting first thing; it never lets the next kernel start early, which only
+  // costs time.
+  auto c = analyze_cuda(R"(
+extern "C" __global__ void wait_first(float a, const float* __restrict__ x,
+                                      float* __restrict__ y, int n)
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    int i = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (i + 3 < n) {
+        float4 v = *reinterpret_cast<const float4*>(x + i);
+        *reinterpret_cast<float4*>(y + i) = make_float4(a * v.x, a * v.y, a * v.z, a * v.w);
+    } else {
+        for (; i < n; ++i) y[i] = a * x[i];
+    }
+}
+)",
+                        "wait_first");
+  EXPECT_TRUE(c.waits_grid_dependency);
+  EXPECT_TRUE(c.unwaited_accesses.empty());
+  EXPECT_EQ(worker::check_candidate(pdl_scale(), c), std::nullopt)
+      << describe(worker::check_candidate(pdl_scale(), c));
+}
+
+TEST(DependentLaunchRace, WhatTheOriginalReadsBeforeItsWaitMayBeReadBeforeTheWait) {
+  // The weights w are not the kernel before's output: the original loads them before waiting.
+  auto original = analyze_cuda(R"(
+extern "C" __global__ void gated(const float* w, const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float wi = i < n ? w[i] : 0.0f;
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (i < n) y[i] = wi * x[i];
+}
+)",
+                               "gated");
+  ASSERT_TRUE(original.waits_grid_dependency);
+  ASSERT_EQ(original.unwaited_accesses.size(), 1u);
+  EXPECT_EQ(original.unwaited_accesses[0].pointers, (std::vector<ptx::ParamPointer>{{0, 0}}));
+  EXPECT_EQ(original.unwaited_accesses[0].access, ptx::k_access_read);
+  auto weights_early = analyze_cuda(R"(
+extern "C" __global__ void gated2(const float* w, const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float wi = __ldg(w + i);
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    y[i] = x[i] * wi;
+}
+)",
+                                    "gated2");
+  EXPECT_EQ(worker::check_candidate(original, weights_early), std::nullopt)
+      << describe(worker::check_candidate(original, weights_early));
+  auto input_early = analyze_cuda(R"(
+extern "C" __global__ void gated3(const float* w, const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float wi = w[i], xi = x[i];
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    y[i] = xi * wi;
+}
+)",
+                                  "gated3");
+  expect_refused(worker::check_candidate(original, input_early), "dependent-launch-race",
+                 {"reads memory through parameter 1 (gated_param_1)", "ld.global", "PTX line"});
+}
+
+TEST(DependentLaunchRace, AWaitOnOneBranchOnlyIsRefused) {
+  // Waits only for large n: for the others, x is read before any wait.
+  auto c = analyze_cuda(R"(
+extern "C" __global__ void one_branch(float a, const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n > 4096) asm volatile("griddepcontrol.wait;" ::: "memory");
+    else a = -a;
+    if (i < n) y[i] = (n > 4096 ? a : -a) * x[i];
+}
+)",
+                        "one_branch");
+  ASSERT_TRUE(c.waits_grid_dependency);
+  expect_refused(worker::check_candidate(pdl_scale(), c), "dependent-launch-race",
+                 {"reads memory through parameter 1 (pdl_scale_param_1)",
+                  "before any griddepcontrol.wait", "ld.global"});
+}
+
+// The control flow and calls NVRTC does not happen to produce here: a guarded wait is no wait, a
+// call to a function that always waits is one, and what a function called before the wait reads
+// is refused (the analysis does not follow pointers into calls).
+TEST(DependentLaunchRace, GuardedWaitsAndCallsAreFollowed) {
+  const std::string head = R"(
+.version 8.0
+.target sm_90
+.address_size 64
+.func waits()
+{
+  griddepcontrol.wait;
+  ret;
+}
+.func (.param .b32 out) reads(.param .b64 p)
+{
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [p];
+  ld.global.u32 %r1, [%rd1];
+  st.param.b32 [out], %r1;
+  ret;
+}
+.visible .entry k(.param .u64 k_param_0, .param .u32 k_param_1)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [k_param_0];
+  ld.param.u32 %r1, [k_param_1];
+  cvta.to.global.u64 %rd2, %rd1;
+  setp.eq.s32 %p1, %r1, 0;
+)";
+  const std::string tail = "  ld.global.u32 %r2, [%rd2];\n  ret;\n}\n";
+  const std::string guarded_ptx = head + "  @%p1 griddepcontrol.wait;\n" + tail;
+  auto guarded = analyze_ptx(guarded_ptx, "k");
+  ASSERT_TRUE(guarded.waits_grid_dependency);
+  ASSERT_EQ(guarded.unwaited_accesses.size(), 1u);
+  EXPECT_EQ(guarded.unwaited_accesses[0].pointers, (std::vector<ptx::ParamPointer>{{0, 0}}));
+  EXPECT_EQ(guarded.unwaited_accesses[0].instruction, "ld.global.u32 %r2, [%rd2];");
+  // After the wait in the text, but a branch jumps over it.
+  auto jump = analyze_ptx(head + "  bra.uni SKIP;\n  griddepcontrol.wait;\nSKIP:\n" + tail, "k");
+  ASSERT_EQ(jump.unwaited_accesses.size(), 1u);
+  EXPECT_EQ(jump.unwaited_accesses[0].instruction, "ld.global.u32 %r2, [%rd2];");
+  // A loop whose body waits: its first load comes before any wait, the one after the loop not.
+  const std::string loop_body =
+      "LOOP:\n  ld.global.u32 %r3, [%rd2];\n  griddepcontrol.wait;\n  @%p1 bra LOOP;\n";
+  auto loop = analyze_ptx(head + loop_body + tail, "k");
+  ASSERT_EQ(loop.unwaited_accesses.size(), 1u);
+  EXPECT_EQ(loop.unwaited_accesses[0].instruction, "ld.global.u32 %r3, [%rd2];");
+  auto called = analyze_ptx(head + "  call.uni waits, ();\n" + tail, "k");
+  EXPECT_TRUE(called.waits_grid_dependency);
+  EXPECT_TRUE(called.unwaited_accesses.empty());
+  // Called only on one path: no wait for the load.
+  auto maybe = analyze_ptx(head + "  @%p1 call.uni waits, ();\n" + tail, "k");
+  EXPECT_EQ(maybe.unwaited_accesses.size(), 1u);
+  // A function called before the wait reads through its argument: not traced, refused.
+  auto callee = analyze_ptx(head + R"(  {
+  .param .b64 param0;
+  .param .b32 retval0;
+  st.param.b64 [param0], %rd1;
+  call.uni (retval0), reads, (param0);
+  }
+  griddepcontrol.wait;
+)" + tail,
+                            "k");
+  ASSERT_EQ(callee.unwaited_accesses.size(), 1u);
+  EXPECT_EQ(callee.unwaited_accesses[0].function, "reads");
+  EXPECT_TRUE(callee.unwaited_accesses[0].pointers.empty());
+  auto original = analyze_ptx(head + "  griddepcontrol.wait;\n" + tail, "k");
+  EXPECT_TRUE(original.unwaited_accesses.empty());
+  std::string in_callee =
+      "in reads, PTX line " + std::to_string(line_of(head, "ld.global.u32 %r1"));
+  expect_refused(worker::check_candidate(original, callee), "dependent-launch-race",
+                 {"cannot trace", "ld.global.u32 %r1, [%rd1];", in_callee + ")"});
+  std::string in_entry = "in k, PTX line " + std::to_string(line_of(guarded_ptx, "%r2, [%rd2]"));
+  expect_refused(worker::check_candidate(original, guarded), "dependent-launch-race",
+                 {"reads memory through parameter 0 (k_param_0)", in_entry + ")"});
+  EXPECT_EQ(worker::check_candidate(original, called), std::nullopt)
+      << describe(worker::check_candidate(original, called));
+}
+
+TEST(DependentLaunchRace, AnOriginalThatNeverWaitsChangesNothing) {
+  EXPECT_TRUE(scale().unwaited_accesses.empty());
+  auto no_wait = analyze_cuda(R"(
+extern "C" __global__ void plain(float a, const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+}
+)",
+                              "plain");
+  EXPECT_FALSE(no_wait.waits_grid_dependency);
+  EXPECT_EQ(worker::check_candidate(scale(), no_wait), std::nullopt)
+      << describe(worker::check_candidate(scale(), no_wait));
+  // Not even a candidate that waits after reading: the original asks for no order.
+  auto late = analyze_cuda(R"(
+extern "C" __global__ void late(float a, const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (i < n) y[i] = a * v;
+}
+)",
+                           "late");
+  EXPECT_EQ(worker::check_candidate(scale(), late), std::nullopt)
+      << describe(worker::check_candidate(scale(), late));
 }
 
 // --- an honest rewrite -------------------------------------------------------------------------

@@ -144,6 +144,16 @@ extern "C" __global__ void gather(const float* const* table, const float* src, f
     const volatile float* p = table[0];
     if (i < n) out[i] = 2.0f * p[i];
 }
+
+// scale for a programmatic dependent launch: it waits for the kernel before it in the stream
+// (cudaGridDependencySynchronize) before reading x, and lets the next one start at its end.
+extern "C" __global__ void scale_pdl(float a, const float* x, float* y, int n)
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = a * x[i];
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+}
 )";
 
 std::string compile_ptx(const std::string& source) {
@@ -1350,15 +1360,15 @@ std::vector<CheatCase> cheat_corpus() {
 // The captures the corpus names.
 Captured cheat_capture(const std::string& name) {
   Emu& emu = Emu::get();
-  if (name == "scale" || name == "scale_tiny") {
+  if (name == "scale" || name == "scale_tiny" || name == "scale_pdl") {
     const int n = 16384;
     uint64_t x = emu.upload(random_floats(size_t(n), 1));
     uint64_t y = emu.upload(std::vector<float>(size_t(n), 0.0f));
     Launch l;
     l.grid = {4, 1, 1};
     l.block = {128, 1, 1};
-    l.scalar(name == "scale" ? 1.5f : 1e-7f).ptr(x).ptr(y).scalar(n);
-    return capture("scale", l);
+    l.scalar(name == "scale_tiny" ? 1e-7f : 1.5f).ptr(x).ptr(y).scalar(n);
+    return capture(name == "scale_pdl" ? "scale_pdl" : "scale", l);
   }
   if (name == "rotate") {
     const int n = 1024;
