@@ -40,6 +40,9 @@ struct LlmSettings {
   uint32_t examples = 0;         // verified rewrites of other kernels shown in the first prompt
   // Calls of the tools compile and check within a turn (0: none offered; only with one sample).
   uint32_t tool_calls_per_turn = 0;
+  // Work on kernels shipped as SASS only, from their name, parameter layout, launches and (where
+  // cuobjdump is installed) SASS listing; candidates are guarded by the captured scalar values.
+  bool sass_kernels = false;
   // What the validation holds candidates to, as the prompt tells the model ([validation]).
   double f32_rel = 1e-5;
   double min_speedup = 1.05;
@@ -65,6 +68,8 @@ struct ToolCall {
 };
 
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string r, std::string c) : role(std::move(r)), content(std::move(c)) {}
   std::string role; // "system", "user", "assistant", "tool"
   std::string content;
   std::vector<ToolCall> tool_calls; // an assistant message that called tools

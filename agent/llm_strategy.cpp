@@ -13,10 +13,12 @@
 #include "ptx/printer.hpp"
 
 #include <cxxabi.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -293,6 +295,119 @@ std::optional<std::array<uint32_t, 3>> common_block(const std::vector<Capture>& 
   return block;
 }
 
+// ---- kernels with neither PTX nor source (agent.llm.sass_kernels) ------------------------------
+
+// A scalar's bytes as the model may read them, its type unknown: hex, and as integer and
+// floating-point values of its size.
+std::string untyped_scalar(std::string_view bytes) {
+  std::string out = hex_bytes(bytes, k_max_aggregate_bytes);
+  if (bytes.size() == 4) {
+    out += " (as u32 " + shortest(load<uint32_t>(bytes)) + ", as s32 " +
+           shortest(load<int32_t>(bytes)) + ", as f32 " + shortest(load<float>(bytes)) + ")";
+  } else if (bytes.size() == 8) {
+    out += " (as u64 " + shortest(load<uint64_t>(bytes)) + ", as s64 " +
+           shortest(load<int64_t>(bytes)) + ", as f64 " + shortest(load<double>(bytes)) + ")";
+  } else if (bytes.size() == 2) {
+    out += " (as u16 " + shortest(load<uint16_t>(bytes)) + ")";
+  } else if (bytes.size() == 1) {
+    out += " (as u8 " + shortest(load<uint8_t>(bytes)) + ")";
+  }
+  return out;
+}
+
+// What the captures say of each parameter of a kernel with no PTX: its offset and size (the
+// driver's cuFuncGetParamInfo), whether it points into an allocation, and for the others the
+// value every launch gave it. Fills `guard` with the scalars that never changed.
+std::string sass_parameter_lines(const std::vector<Capture>& captures, Guard& guard) {
+  const Capture* first = nullptr;
+  for (const auto& c : captures) {
+    if (c.status == CaptureStatus::ok) {
+      first = &c;
+      break;
+    }
+  }
+  if (!first) return "(no launch captured)\n";
+  std::string out;
+  for (size_t i = 0; i < first->params.size(); ++i) {
+    const ParamSlot& slot = first->params[i];
+    out += std::to_string(i) + ". offset " + std::to_string(slot.offset) + ", " +
+           std::to_string(slot.size) + " bytes: ";
+    bool pointer = false;
+    for (const auto& c : captures) {
+      for (const auto& b : c.buffers) pointer |= b.param == i;
+    }
+    if (pointer) {
+      out += "a pointer into an allocation (sizes under the launches below)\n";
+      continue;
+    }
+    std::optional<std::string_view> value = param_bytes(*first, i);
+    bool constant = value.has_value();
+    for (const auto& c : captures) {
+      if (c.status != CaptureStatus::ok) continue;
+      auto v = param_bytes(c, i);
+      constant = constant && v && *v == *value;
+    }
+    if (constant) {
+      out += "the same in every captured launch: " + untyped_scalar(*value) + "\n";
+      guard.scalars.push_back({uint32_t(i), slot.offset, std::string(*value)});
+    } else {
+      out += "a value that changes between launches (see below)\n";
+    }
+  }
+  return out;
+}
+
+// cuobjdump's SASS listing of `entry` in `image`, when the toolkit's cuobjdump is installed on
+// this host (it is not part of the driver); "" otherwise, or when it fails or takes longer than
+// 20 s. At most 48 KiB of it.
+std::string sass_listing(const std::string& image, const std::string& entry) {
+  constexpr size_t k_max_listing = 48 << 10;
+  std::string tool;
+  std::vector<std::string> places;
+  if (const char* home = std::getenv("CUDA_HOME"); home && *home) {
+    places.push_back(std::string(home) + "/bin/cuobjdump");
+  }
+  places.push_back("/usr/local/cuda/bin/cuobjdump");
+  places.push_back("/usr/bin/cuobjdump");
+  for (const auto& p : places) {
+    if (::access(p.c_str(), X_OK) == 0) {
+      tool = p;
+      break;
+    }
+  }
+  if (tool.empty() || entry.empty()) return {};
+  // The symbol goes on a command line: only what mangled names are made of.
+  for (char ch : entry) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '$' && ch != '.')
+      return {};
+  }
+  char path[] = "/tmp/hone-sass-XXXXXX";
+  int fd = ::mkstemp(path);
+  if (fd < 0) return {};
+  bool written = ::write(fd, image.data(), image.size()) == ssize_t(image.size());
+  ::close(fd);
+  std::string out;
+  if (written) {
+    std::string command = "timeout 20 '" + tool + "' -sass -fun '" + entry + "' '" + path +
+                          "' 2>/dev/null";
+    if (FILE* pipe = ::popen(command.c_str(), "r")) {
+      char buf[4096];
+      size_t n = 0;
+      while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0 && out.size() < k_max_listing) {
+        out.append(buf, n);
+      }
+      int status = ::pclose(pipe);
+      if (status != 0 && out.empty()) out.clear();
+    }
+  }
+  ::unlink(path);
+  if (out.size() > k_max_listing) {
+    out.resize(k_max_listing);
+    out += "\n[... cut]";
+  }
+  return out;
+}
+
 bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
@@ -457,6 +572,8 @@ struct Plan {
   std::vector<ChatMessage> opening;
   Candidate base;  // kind, entry, options, comparison and guard of every candidate
   Headers headers; // the original's, inlined into candidates that include them
+  // A SASS-only kernel: its image, for a SASS listing added to the opening before turn 1.
+  std::string sass_image;
 };
 
 class LlmSession final : public Session {
@@ -802,6 +919,17 @@ private:
   void run() {
     const LlmSettings& s = m_client->settings();
     std::vector<ChatMessage> conversation = m_plan.opening;
+    if (!m_plan.sass_image.empty()) {
+      // Here, not in start(): cuobjdump may take seconds, and start() runs on honed's thread.
+      set_state(turn_label(1) + ": listing the SASS");
+      std::string listing = sass_listing(m_plan.sass_image, m_plan.original_entry);
+      std::string& opening = conversation.back().content;
+      size_t at = opening.rfind("\nWrite hone_candidate.");
+      if (!listing.empty() && at != std::string::npos) {
+        opening.insert(at, "\n## Its SASS (cuobjdump -sass)\n" + fenced("", listing));
+      }
+      set_state(turn_label(1) + ": waiting for the model");
+    }
     uint64_t tokens = 0;
     uint32_t transport_failures = 0;
     for (uint32_t turn = 1; turn <= s.max_turns; ++turn) {
@@ -920,6 +1048,7 @@ public:
   // One validation job per turn.
   double cost_gpu_seconds() const override { return m_client->settings().max_turns; }
   uint32_t examples_wanted() const override { return m_client->settings().examples; }
+  bool works_without_code() const override { return m_client->settings().sass_kernels; }
 
   std::unique_ptr<Session> start(const KernelTask& task) override {
     auto plan = make_plan(task);
@@ -949,7 +1078,10 @@ private:
                       module ? "the entry is not in it" : module.error().message);
       }
     }
-    if (!task.source && ptx_text.empty()) return std::nullopt;
+    if (!task.source && ptx_text.empty()) {
+      if (!s.sass_kernels) return std::nullopt;
+      return sass_plan(task);
+    }
 
     const std::string readable = demangle(entry);
     std::string user = "Kernel to rewrite: `" + readable + "`";
@@ -1015,6 +1147,54 @@ private:
       plan.headers = task.source->headers;
     }
     plan.base = std::move(base);
+    return plan;
+  }
+
+  // A kernel shipped as SASS only: the model writes it from what is known of its behaviour, and
+  // its candidates serve only launches like the captured ones (block shape, scalar values).
+  std::optional<Plan> sass_plan(const KernelTask& task) const {
+    const LlmSettings& s = m_client->settings();
+    const std::string& entry = task.key.entry;
+    bool captured = std::any_of(task.captures.begin(), task.captures.end(),
+                                [](const Capture& c) { return c.status == CaptureStatus::ok; });
+    if (!captured) return std::nullopt;
+    Candidate base;
+    base.strategy = id();
+    base.kind = CandidateKind::cuda;
+    base.entry = std::string(k_entry);
+    base.comparison = Comparison::tolerance;
+    const std::string readable = demangle(entry);
+    std::string user = "Kernel to rewrite: `" + readable + "`";
+    if (readable != entry) user += " (symbol `" + entry + "`)";
+    user += "\nDevice: " + (task.device.empty() ? std::string("unknown") : task.device) + " (" +
+            (task.arch.empty() ? std::string("architecture unknown") : task.arch) + ")\n\n";
+    user += "## What is known\n\nThe application ships this kernel as machine code only (SASS: "
+            "no CUDA source, no PTX). Write a kernel that computes what it computes, from its "
+            "name, its parameters and launches below" +
+            std::string(" and its SASS where listed") +
+            ". Your kernel is validated against the original on the captured launches: after "
+            "each, every buffer it can reach is compared with the original's, byte for byte.\n";
+    user += "\n## Parameters, in order (offset and size in the parameter buffer)\n" +
+            sass_parameter_lines(task.captures, base.guard);
+    user += "\n## Observed launches\n" + launch_lines(task.captures, std::nullopt);
+    if (auto block = common_block(task.captures)) base.guard.block = *block;
+    user += "\nYour kernel will serve only launches with ";
+    user += base.guard.block == std::array<uint32_t, 3>{0, 0, 0}
+                ? std::string("any block shape")
+                : "block " + shape(base.guard.block);
+    user += base.guard.scalars.empty()
+                ? std::string(", whatever the scalar arguments")
+                : " and the scalar values listed as the same in every launch";
+    user += ", so it may rely on them.\n";
+    user += "\nWrite hone_candidate. " + std::string(k_answer_form) + "\n";
+
+    Plan plan;
+    plan.original_entry = entry;
+    plan.label = entry;
+    plan.opening = {{"system", system_prompt(s)}, {"user", std::move(user)}};
+    plan.base = std::move(base);
+    plan.sass_image = task.image;
+    spdlog::info("llm: {}: SASS only: asking for a rewrite from its behaviour", entry);
     return plan;
   }
 

@@ -40,6 +40,15 @@ struct KernelTask {
   std::string arch;                        // "sm_90"
   std::string device;                      // the device's name, as the shim reported it
   std::vector<Example> examples;           // only for a strategy that asks for them
+  // The PTX of a SASS image from the application's Triton cache (proto::Image::triton).
+  std::string triton_ptx;
+  // A fatbin's PTX for this compute capability (90) is not to be used: a test-only setting
+  // (HONE_TEST_HIDE_PTX_ARCH) that makes a kernel the emulated device runs from PTX look SASS-only
+  // or newer-arch-PTX-only to the strategies. 0: none hidden.
+  uint32_t hide_ptx_arch = 0;
+  // The PTX the strategies work on, when the caller has resolved it already (kernel_code()):
+  // kernel_ptx() returns it as it is.
+  std::string ptx;
 };
 
 struct Candidate {
@@ -93,6 +102,9 @@ public:
   virtual double cost_gpu_seconds() const { return 1.0; }
   // How many verified rewrites of other kernels it would be shown (KernelTask::examples).
   virtual uint32_t examples_wanted() const { return 0; }
+  // Whether it can work on a kernel with neither PTX nor source (SASS only), from what the
+  // kernel is observed to do: such kernels then count as covered.
+  virtual bool works_without_code() const { return false; }
   // Work on `task`; nullptr when the strategy does not apply to this kernel.
   virtual std::unique_ptr<Session> start(const KernelTask& task) = 0;
 };

@@ -64,6 +64,8 @@ void encode(wire::Writer& w, const Job& j) {
   w.u32(uint32_t(j.original_image.size()));
   w.raw(j.original_image.data(), j.original_image.size());
   w.str(j.original_entry);
+  w.u32(uint32_t(j.original_ptx.size()));
+  w.raw(j.original_ptx.data(), j.original_ptx.size());
   w.u8(uint8_t(j.kind));
   w.u32(uint32_t(j.candidate.size()));
   w.raw(j.candidate.data(), j.candidate.size());
@@ -106,6 +108,7 @@ bool decode(wire::Reader& r, Job& j) {
   j.original_format = proto::ImageFormat(f);
   big(j.original_image);
   j.original_entry = r.str(64u << 10);
+  big(j.original_ptx);
   uint8_t k = r.u8();
   if (k > 2) r.fail("unknown candidate kind");
   j.kind = CandidateKind(k);

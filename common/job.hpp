@@ -57,6 +57,10 @@ struct Job {
   proto::ImageFormat original_format = proto::ImageFormat::ptx;
   std::string original_image; // as the application loaded it (PTX text with its NUL, cubin, fatbin)
   std::string original_entry;
+  // The PTX honed resolved for the original when its image has none the device would JIT
+  // (newer-architecture PTX retargeted, Triton's): for the analysis and the static checks only;
+  // the original always runs as the application loaded it.
+  std::string original_ptx;
   CandidateKind kind = CandidateKind::ptx;
   std::string candidate;      // PTX text, CUDA source or cubin
   std::string candidate_entry;

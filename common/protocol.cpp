@@ -264,6 +264,11 @@ void encode(wire::Writer& w, const Image& m) {
     w.u32(uint32_t(m.source->options.size()));
     for (const auto& o : m.source->options) w.str(o);
   }
+  w.boolean(m.triton.has_value());
+  if (m.triton) {
+    w.str(m.triton->cubin_path);
+    w.str(m.triton->ptx);
+  }
 }
 
 bool decode(wire::Reader& r, Image& m) {
@@ -286,6 +291,12 @@ bool decode(wire::Reader& r, Image& m) {
     uint32_t no = r.count(1024, 4);
     for (uint32_t i = 0; i < no && r.ok(); ++i) s.options.push_back(r.str(k_max_name));
     m.source = std::move(s);
+  }
+  if (r.boolean()) {
+    Image::Triton t;
+    t.cubin_path = r.str(k_max_name);
+    t.ptx = r.str();
+    m.triton = std::move(t);
   }
   return r.ok();
 }

@@ -179,6 +179,13 @@ struct Image {
   ImageFormat format = ImageFormat::unknown;
   uint64_t size = 0;
   std::optional<SourceInfo> source;
+  // For a cubin (or a fatbin's ELF entries): the PTX Triton compiled it from, found in the
+  // application's Triton cache by the cubin's bytes (cuda/triton_cache.hpp).
+  struct Triton {
+    std::string cubin_path;
+    std::string ptx;
+  };
+  std::optional<Triton> triton;
 };
 
 // Capture the next `launches` launches of kernel `kernel` (the shim's id).

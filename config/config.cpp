@@ -670,6 +670,13 @@ const Key k_keys[] = {
             "the model may make within a turn, where the endpoint supports tool calls; one that\n"
             "refuses them is asked without. Each check is a validation job. 0: no tools. Not\n"
             "offered with samples_per_turn above 1."},
+    {.section = "agent.llm", .name = "sass_kernels", .kind = Kind::boolean,
+     .field = HONE_FIELD(agent.llm.sass_kernels),
+     .doc = "Also work on kernels shipped as SASS only (no PTX, no source), from their name,\n"
+            "parameter layout, captured launches and, where cuobjdump is installed, their SASS.\n"
+            "Candidates are rewrites from behaviour, not transformations of the code: each is\n"
+            "validated on the captured launches and serves only launches with the captured\n"
+            "block shape and scalar values."},
 };
 // clang-format on
 #undef HONE_FIELD

@@ -119,6 +119,7 @@ struct LlmConfig {
   uint32_t samples_per_turn = 1;
   uint32_t examples = 0;
   uint32_t tool_calls_per_turn = 4;
+  bool sass_kernels = false;
   bool operator==(const LlmConfig&) const = default;
 };
 

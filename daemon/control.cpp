@@ -72,6 +72,8 @@ json kernel_json(const KernelInfo& k) {
               {"last_seen", r.last_seen},
               {"tried", r.tried},
               {"ptx", k.ptx},
+              {"code", k.code.empty() ? "unknown" : k.code},
+              {"workable", k.workable},
               {"capture_refused", k.capture_refused},
               {"skipped", k.skipped}};
 }
@@ -164,7 +166,9 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
   if (cmd == "kernels") {
     json list = json::array();
     for (const KernelInfo* k : m_registry.ranked()) list.push_back(kernel_json(*k));
-    return done(json{{"schema", "hone.kernels/1"}, {"kernels", std::move(list)}});
+    return done(json{{"schema", "hone.kernels/1"},
+                     {"kernels", std::move(list)},
+                     {"coverage", m_optimizer ? m_optimizer->coverage_json() : json::object()}});
   }
   if (cmd == "metrics") return done(json{{"text", metrics_text()}});
   if (cmd == "config") {
@@ -447,6 +451,7 @@ json Daemon::status_json(size_t top, size_t max_processes) const {
               {"workers", m_optimizer ? m_optimizer->workers_json() : json::object()},
               {"variants", std::move(variants)},
               {"agent", m_optimizer ? m_optimizer->agent_json() : json::object()},
+              {"coverage", m_optimizer ? m_optimizer->coverage_json() : json::object()},
               {"store", std::move(store)}};
 }
 

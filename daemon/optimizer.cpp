@@ -87,6 +87,12 @@ Optimizer::Optimizer(asio::io_context& io, const config::Config& config, store::
   m_strategies.push_back(agent::make_rejit_strategy());
   configure_llm();
   load_persisted_captures();
+  if (const char* hide = std::getenv("HONE_TEST_HIDE_PTX_ARCH"); hide && *hide) {
+    m_hide_ptx_arch = uint32_t(std::strtoul(hide, nullptr, 10));
+    spdlog::warn("test-only setting HONE_TEST_HIDE_PTX_ARCH={}: the fatbins' compute_{} PTX is "
+                 "hidden from the strategies",
+                 hide, m_hide_ptx_arch);
+  }
 }
 
 Optimizer::~Optimizer() {
@@ -149,6 +155,7 @@ void Optimizer::configure_llm() {
   s.samples_per_turn = c.samples_per_turn;
   s.examples = c.examples;
   s.tool_calls_per_turn = c.tool_calls_per_turn;
+  s.sass_kernels = c.sass_kernels;
   s.f32_rel = m_config.validation.f32_rel;
   s.min_speedup = m_config.validation.min_speedup;
   m_strategies.push_back(agent::make_llm_strategy(std::move(s)));
@@ -276,6 +283,7 @@ void Optimizer::request_image(const KernelKey& key, Work& w) {
       w.image = (*img)->bytes;
       w.format = (*img)->format;
       w.source = (*img)->source;
+      w.triton = (*img)->triton;
       return;
     }
   }
@@ -344,6 +352,11 @@ Job Optimizer::job_against_original(const JobEntry& job) {
   j.original_format = w.format;
   j.original_image = w.image;
   j.original_entry = job.kernel.entry;
+  // Resolved PTX for an image with none the device would JIT, for the worker's analysis.
+  if (w.code && (w.code->kind == agent::CodeKind::ptx_newer ||
+                 w.code->kind == agent::CodeKind::triton)) {
+    j.original_ptx = w.code->ptx;
+  }
   const auto& val = m_config.validation;
   j.tolerance = {val.f32_rel, val.f32_abs, val.f64_rel, val.f64_abs, val.f16_rel, val.f16_abs};
   return j;
@@ -822,6 +835,20 @@ std::string Optimizer::metrics_text() const {
          "# TYPE hone_shadow_checks_total counter\n"
          "hone_shadow_checks_total{result=\"passed\"} " + std::to_string(m_shadow_passed) + "\n"
          "hone_shadow_checks_total{result=\"failed\"} " + std::to_string(m_shadow_failed) + "\n";
+  {
+    const json c = coverage_json();
+    metric("hone_coverage_workable_share", "gauge",
+           "Share of the kernels' estimated GPU time in kernels hone can work on (NVRTC source, "
+           "PTX, retargeted PTX, Triton's PTX).",
+           c["workable_share"].get<double>());
+    out += "# HELP hone_coverage_share Share of the kernels' estimated GPU time by what hone has "
+           "to work from (source, ptx, ptx_newer, triton, sass, collective, unknown).\n"
+           "# TYPE hone_coverage_share gauge\n";
+    for (const auto& k : c["kinds"]) {
+      out += "hone_coverage_share{kind=\"" + k["kind"].get<std::string>() + "\"} " +
+             std::to_string(k["share"].get<double>()) + "\n";
+    }
+  }
   metric("hone_worker_crashes_total", "counter",
          "Validation workers that died on their own (not killed for a job past its deadline).",
          double(m_workers->workers_crashed()));
@@ -862,6 +889,11 @@ void Optimizer::on_image(uint64_t conn, const proto::Image& msg, UniqueFd fd) {
     w.image = *bytes;
     w.format = msg.format;
     w.source = msg.source;
+    w.triton = msg.triton;
+  }
+  if (msg.triton) {
+    spdlog::info("image {}: its PTX is in the application's Triton cache ({})", msg.image.hex(),
+                 msg.triton->cubin_path);
   }
   advance_soon();
   if (m_store) {
@@ -870,6 +902,7 @@ void Optimizer::on_image(uint64_t conn, const proto::Image& msg, UniqueFd fd) {
     rec.format = msg.format;
     rec.bytes = std::move(*bytes);
     rec.source = msg.source;
+    rec.triton = msg.triton;
     rec.first_seen = now_s();
     if (auto r = m_store->put_image(rec); !r) spdlog::error("store: {}", r.error().message);
   }
@@ -1042,12 +1075,35 @@ void Optimizer::load_persisted_captures() {
 
 // ---- the agent ---------------------------------------------------------------------------------
 
+void Optimizer::classify(const KernelKey& key, Work& w, KernelInfo& k) {
+  w.code = agent::kernel_code(task_for(key, w));
+  k.code = agent::to_string(w.code->kind);
+  k.workable = w.code->workable();
+  if (w.code->kind == agent::CodeKind::sass) {
+    // SASS only: covered when a strategy works from behaviour (agent.llm.sass_kernels).
+    for (const auto& s : m_strategies) {
+      k.workable = k.workable || (strategy_enabled(s->id()) && s->works_without_code());
+    }
+  }
+  k.ptx = w.code->ptx.empty() ? "none: " + w.code->detail : w.code->detail;
+  if (w.code->ptx.empty()) {
+    spdlog::info("{}: no PTX to work on ({}); strategies that need it skip the kernel", key.entry,
+                 w.code->detail);
+  } else if (w.code->kind == agent::CodeKind::ptx_newer ||
+             w.code->kind == agent::CodeKind::triton) {
+    spdlog::info("{}: working on {}", key.entry, w.code->detail);
+  }
+}
+
 agent::KernelTask Optimizer::task_for(const KernelKey& key, const Work& w) const {
   agent::KernelTask t;
   t.key = key;
   t.format = w.format;
   t.image = w.image;
   t.source = w.source;
+  if (w.triton) t.triton_ptx = w.triton->ptx;
+  t.hide_ptx_arch = m_hide_ptx_arch;
+  if (w.code) t.ptx = w.code->ptx;
   for (const auto& c : w.captures) t.captures.push_back(c.meta);
   if (!w.captures.empty()) t.arch = w.captures.front().meta.arch;
   // The device as a process running the kernel named it (the prompt of the LLM strategy).
@@ -1123,7 +1179,22 @@ void Optimizer::run_strategies() {
     KernelInfo* k = m_registry.kernel(key);
     if (k->record.disabled || k->record.launches < m_config.optimizer.hot_min_launches) continue;
     if (k->processes.empty()) continue;
+    if (agent::is_collective(key.entry)) {
+      // It waits on other GPUs: never captured, replayed in a worker, or optimized.
+      if (k->code.empty()) {
+        k->code = agent::to_string(agent::CodeKind::collective);
+        k->ptx = "none: a collective kernel (it waits on other GPUs): never captured, replayed "
+                 "or optimized";
+        spdlog::info("{}: a collective kernel: never captured or optimized", key.entry);
+      }
+      continue;
+    }
     Work& w = m_work[key];
+    // What it has to work from, for coverage, even when every strategy has tried it.
+    if (!w.code) {
+      request_image(key, w);
+      if (!w.image.empty()) classify(key, w, *k);
+    }
     if (fleet_first(key, *k, w)) continue;
     for (agent::Strategy* s : order) {
       if (std::find(k->record.tried.begin(), k->record.tried.end(), s->id()) !=
@@ -1132,20 +1203,10 @@ void Optimizer::run_strategies() {
       }
       request_image(key, w);
       if (w.image.empty()) break; // strategies read the image; try again when it is here
-      if (!w.no_ptx) {
-        auto ptx = agent::kernel_ptx(task_for(key, w));
-        w.no_ptx = ptx ? std::string() : ptx.error().message;
-        if (ptx) {
-          k->ptx = w.format == proto::ImageFormat::fatbin ? "PTX (the fatbin's entry)" : "PTX";
-        } else {
-          k->ptx = "none: " + *w.no_ptx;
-          spdlog::info("{}: no PTX to work on ({}); strategies that need it skip the kernel",
-                       key.entry, *w.no_ptx);
-        }
-      }
-      if (!w.no_ptx->empty() && s->needs_ptx()) {
+      if (!w.code) classify(key, w, *k);
+      if (w.code->ptx.empty() && s->needs_ptx()) {
         k->record.tried.push_back(s->id());
-        k->skipped[s->id()] = "no PTX: " + *w.no_ptx;
+        k->skipped[s->id()] = "no PTX: " + w.code->detail;
         k->dirty = true;
         continue;
       }
@@ -1202,6 +1263,45 @@ void Optimizer::add_strategy(std::unique_ptr<agent::Strategy> strategy) {
 bool Optimizer::strategy_enabled(const std::string& id) const {
   const auto& on = m_config.agent.strategies;
   return std::find(on.begin(), on.end(), id) != on.end();
+}
+
+json Optimizer::coverage_json() const {
+  struct Sum {
+    uint64_t kernels = 0;
+    double ns = 0;
+    double workable_ns = 0;
+  };
+  std::map<std::string, Sum> by_kind;
+  double total = 0, workable = 0;
+  for (const auto& [key, k] : m_registry.kernels()) {
+    std::string kind = k.code;
+    if (kind.empty()) {
+      kind = agent::to_string(agent::is_collective(key.entry) ? agent::CodeKind::collective
+                                                              : agent::CodeKind::unknown);
+    }
+    Sum& sum = by_kind[kind];
+    const double ns = double(k.record.est_gpu_ns);
+    ++sum.kernels;
+    sum.ns += ns;
+    total += ns;
+    if (k.workable) {
+      sum.workable_ns += ns;
+      workable += ns;
+    }
+  }
+  auto share = [&](double ns) { return total > 0 ? ns / total : 0.0; };
+  json kinds = json::array();
+  for (agent::CodeKind kind : agent::k_code_kinds) {
+    const Sum& sum = by_kind[agent::to_string(kind)];
+    kinds.push_back({{"kind", agent::to_string(kind)},
+                     {"kernels", sum.kernels},
+                     {"est_gpu_ns", uint64_t(sum.ns)},
+                     {"share", share(sum.ns)},
+                     {"workable_share", share(sum.workable_ns)}});
+  }
+  return json{{"est_gpu_ns", uint64_t(total)},
+              {"workable_share", share(workable)},
+              {"kinds", std::move(kinds)}};
 }
 
 json Optimizer::agent_json() const {

@@ -4,6 +4,7 @@
 // variant is pushed to every process running the kernel, now and whenever one starts later.
 #pragma once
 
+#include "agent/kernel_ptx.hpp"
 #include "agent/strategy.hpp"
 #include "config/config.hpp"
 #include "daemon/fleet.hpp"
@@ -50,6 +51,9 @@ public:
                           uint64_t session = 0);
   // Strategies and their sessions, for status.
   nlohmann::json agent_json() const;
+  // The share of estimated GPU time in kernels hone can work on, by what it has to work from
+  // (schema in docs/protocol.md, "coverage").
+  nlohmann::json coverage_json() const;
   // Add a strategy (the daemon adds the LLM one when it is configured).
   void add_strategy(std::unique_ptr<agent::Strategy> strategy);
 
@@ -87,8 +91,9 @@ private:
     std::string image;
     proto::ImageFormat format = proto::ImageFormat::unknown;
     std::optional<proto::SourceInfo> source;
-    // Once the image is in: empty when it has PTX for the strategies, else why it has none.
-    std::optional<std::string> no_ptx;
+    std::optional<proto::Image::Triton> triton; // the PTX of a SASS image, from Triton's cache
+    // Once the image is in: what the strategies have to work from (agent/kernel_ptx.hpp).
+    std::optional<agent::KernelCode> code;
     bool image_requested = false;
     int64_t image_asked_at = 0;
     std::vector<CaptureEntry> captures;
@@ -148,6 +153,8 @@ private:
   void push_to(uint64_t conn, const KernelKey& key);
   void withdraw(const KernelKey& key);
   agent::KernelTask task_for(const KernelKey& key, const Work& w) const;
+  // Find what `key` has to work from, once its image is in (Work::code, KernelInfo::code).
+  void classify(const KernelKey& key, Work& w, KernelInfo& k);
   // The kernel's state from its variants and the jobs still open on it.
   void settle_kernel_state(const KernelKey& key);
   // Up to `n` verified rewrites of kernels other than `key` on this host whose CUDA source the
@@ -186,6 +193,7 @@ private:
   std::map<VerdictKind, uint64_t> m_verdicts;   // jobs finished, by verdict (this run)
   std::map<VariantId, double> m_pushed_speedup; // variants pushed to processes: their speedup
   double m_gpu_saved_ns = 0;                    // estimated (on_served)
+  uint32_t m_hide_ptx_arch = 0;                 // HONE_TEST_HIDE_PTX_ARCH (KernelTask)
   double expected_gain_per_second(const agent::Strategy& s) const;
   void poll_sessions();
   void watch_load(); // pause validation while the applications keep the GPU busy

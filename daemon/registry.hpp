@@ -61,6 +61,10 @@ struct KernelInfo {
   // fatbin)", or "none: <why>" (SASS only); and why each strategy that tried did not apply.
   std::string ptx;
   std::map<std::string, std::string> skipped;
+  // What hone has to work from (agent::CodeKind, as a string; empty until the image is in) and
+  // whether the strategies can work on it.
+  std::string code;
+  bool workable = false;
   // Why the last capture of its shadow inputs was refused by the process (a graph the shim
   // observes only, buffers over the cap, ...); empty once one succeeds.
   std::string capture_refused;

@@ -2,6 +2,7 @@
 
 #include "common/protocol.hpp"
 #include "common/version.hpp"
+#include "cuda/triton_cache.hpp"
 #include "shim/capture.hpp"
 #include "shim/graph.hpp"
 #include "shim/config.hpp"
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -613,6 +615,28 @@ bool Reporter::Impl::handle(const proto::FrameHeader& h, std::string_view payloa
   }
 }
 
+// The PTX of a SASS image from the application's Triton cache, when the cache holds the cubin
+// (Triton loads the cubins it compiled). zstd-compressed fatbin entries are not looked at: the
+// shim links no zstd.
+static std::optional<proto::Image::Triton> triton_source(proto::ImageFormat format,
+                                                         const std::string& bytes) {
+  const std::string root = cuda::triton_cache_dir();
+  if (root.empty()) return std::nullopt;
+  struct stat st {};
+  if (::stat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+  auto cubins = cuda::image_cubins(
+      format == proto::ImageFormat::cubin ? cuda::ImageFormat::cubin : cuda::ImageFormat::fatbin,
+      std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()), nullptr);
+  auto found = cuda::find_triton_ptx(root, cubins);
+  if (!found) {
+    log(Level::debug, "%s", found.error().message.c_str());
+    return std::nullopt;
+  }
+  if (!*found) return std::nullopt;
+  log(Level::info, "image's PTX found in the Triton cache: %s", (*found)->ptx_path.c_str());
+  return proto::Image::Triton{std::move((*found)->cubin_path), std::move((*found)->ptx)};
+}
+
 void Reporter::Impl::answer_image(uint32_t request_seq, const proto::ImageRequest& req) {
   proto::Image msg;
   msg.image = req.image;
@@ -636,6 +660,10 @@ void Reporter::Impl::answer_image(uint32_t request_seq, const proto::ImageReques
     }
   }
   if (!msg.available) msg.source.reset();
+  if (msg.available && !msg.source &&
+      (msg.format == proto::ImageFormat::cubin || msg.format == proto::ImageFormat::fatbin)) {
+    msg.triton = triton_source(msg.format, *bytes);
+  }
   queue(proto::frame_of(proto::MsgType::image, request_seq, msg,
                         memfd >= 0 ? uint16_t(proto::k_flag_fd) : uint16_t(0)),
         memfd);

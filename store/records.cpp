@@ -277,6 +277,14 @@ Result<std::string> encode(const ImageRecord& r) {
     for (const auto& o : r.source->options) w.str(o);
   }
   w.i64(r.first_seen);
+  // Added after the first schema: a record without it (an older honed's) ends before.
+  if (r.triton) {
+    STORE_TRY(check_len(r.triton->cubin_path, k_max_text, "Triton cubin path"));
+    STORE_TRY(check_len(r.triton->ptx, k_max_blob, "Triton PTX"));
+    w.boolean(true);
+    w.str(r.triton->cubin_path);
+    w.str(r.triton->ptx);
+  }
   return seal(w);
 }
 
@@ -305,6 +313,12 @@ Result<ImageRecord> decode_image(std::string_view value) {
     rec.source = std::move(s);
   }
   rec.first_seen = r.i64();
+  if (r.ok() && r.remaining() > 0 && r.boolean()) {
+    proto::Image::Triton t;
+    t.cubin_path = r.str(k_max_text);
+    t.ptx = r.str(k_max_blob);
+    rec.triton = std::move(t);
+  }
   STORE_TRY(close_frame(r, "image"));
   return rec;
 }

@@ -29,6 +29,8 @@ struct ImageRecord {
   std::string bytes;
   std::optional<proto::SourceInfo> source;
   int64_t first_seen = 0; // unix seconds
+  // The PTX the application's Triton cache holds for this SASS image (proto::Image::triton).
+  std::optional<proto::Image::Triton> triton;
 };
 
 enum class KernelState : uint8_t {

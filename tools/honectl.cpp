@@ -165,6 +165,38 @@ std::string runs_as(const json& k) {
          "n, " + std::to_string(num<uint64_t>(k, "graph_nodes_serving")) + " served)";
 }
 
+// What hone has to work from for a kernel (the CODE column): its kind, and "refused" for PTX
+// of a newer GPU that could not be retargeted.
+std::string code_text(const json& k) {
+  std::string kind = str(k, "code", "unknown");
+  if (kind == "ptx_newer" && !k.value("workable", false)) kind += " (refused)";
+  return kind;
+}
+
+// "62% of the estimated GPU time is in kernels hone can work on (ptx 50%, source 12%; not: sass
+// 30%, collective 8%)".
+std::string coverage_text(const json& c) {
+  if (!c.is_object() || num<uint64_t>(c, "est_gpu_ns") == 0) return "no GPU time estimated yet";
+  auto pct = [](double share) { return std::to_string(int(std::lround(share * 100))) + "%"; };
+  std::vector<std::pair<double, std::string>> can, cannot;
+  for (const auto& k : c.value("kinds", json::array())) {
+    const double share = num<double>(k, "share"), workable = num<double>(k, "workable_share");
+    if (workable > 0) can.emplace_back(workable, str(k, "kind") + " " + pct(workable));
+    if (share - workable > 1e-9) cannot.emplace_back(share - workable, str(k, "kind") + " " + pct(share - workable));
+  }
+  auto join = [](std::vector<std::pair<double, std::string>> v) {
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::string out;
+    for (const auto& [share, text] : v) out += (out.empty() ? "" : ", ") + text;
+    return out;
+  };
+  std::string text = pct(num<double>(c, "workable_share")) +
+                     " of the estimated GPU time is in kernels hone can work on";
+  std::string detail = join(can);
+  if (!cannot.empty()) detail += (detail.empty() ? "not: " : "; not: ") + join(cannot);
+  return text + (detail.empty() ? "" : " (" + detail + ")");
+}
+
 void kernels_table(const json& kernels, std::ostream& out, size_t indent, bool rank) {
   std::vector<Column> cols;
   if (rank) cols.push_back({"#", Align::right});
@@ -176,6 +208,7 @@ void kernels_table(const json& kernels, std::ostream& out, size_t indent, bool r
                            {"STATE", Align::left},
                            {"SERVED", Align::right},
                            {"RUNS AS", Align::left},
+                           {"CODE", Align::left},
                            {"PROCS", Align::right}});
   Table t(cols);
   size_t i = 0;
@@ -192,7 +225,8 @@ void kernels_table(const json& kernels, std::ostream& out, size_t indent, bool r
                            num<uint64_t>(k, "variant_launches")
                                ? human_count(num<uint64_t>(k, "variant_launches"))
                                : "-",
-                           runs_as(k), std::to_string(num<uint64_t>(k, "processes"))});
+                           runs_as(k), code_text(k),
+                           std::to_string(num<uint64_t>(k, "processes"))});
     t.row(std::move(row));
   }
   out << t.render(indent);
@@ -304,6 +338,7 @@ int cmd_status(const Options& o) {
     vs += ")";
   }
   head.row({"variants", vs});
+  if (st.contains("coverage")) head.row({"coverage", coverage_text(st["coverage"])});
   const json store = st.contains("store") ? st["store"] : json(nullptr);
   if (store.is_object()) {
     head.row({"store", human_bytes(num<uint64_t>(store, "size_bytes")) + " in " +
@@ -374,6 +409,7 @@ int cmd_kernels(const Options& o) {
     return k_exit_ok;
   }
   kernels_table(kernels, std::cout, 0, true);
+  if (r->contains("coverage")) std::cout << "\ncoverage: " << coverage_text((*r)["coverage"]) << "\n";
   return k_exit_ok;
 }
 

@@ -150,7 +150,8 @@ std::optional<Failure> JobRun::go() {
   }
   auto ofn = original->module.function(m_job.original_entry);
   if (!ofn) return Failure{VerdictKind::internal, "the original image: " + ofn.error().message};
-  m_entry = analyze_original(original->ptx, m_job.original_entry);
+  m_entry = analyze_original(original->ptx.empty() ? m_job.original_ptx : original->ptx,
+                             m_job.original_entry);
   if (m_job.shadow_check) return shadow(*ofn);
 
   auto candidate = load_candidate(m_device, m_job);

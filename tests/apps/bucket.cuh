@@ -10,6 +10,11 @@ template <typename T>
 __global__ void bucket(T* out, const T* keys, unsigned n, unsigned buckets, unsigned rounds) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
+#if defined(HONE_RT_SM100A_FENCE) && defined(__CUDA_ARCH_FEAT_SM100_ALL)
+  // Only in the compute_100a PTX of hone-testapp-serve-rt-sm100a: an instruction sm_90 lacks, so
+  // that PTX cannot be retargeted (the compute_90 PTX, which the emulated device runs, has none).
+  asm volatile("tcgen05.fence::before_thread_sync;");
+#endif
   T h = keys[i], slot = 0;
   for (unsigned r = 0; r < rounds; ++r) {
     h = h * 2654435761u + r;

@@ -4,6 +4,7 @@
 // specialized at PTX level, validated, swapped into the running program and served, and
 // `honectl disable` puts the original back. The program checks every launch on the host.
 #include "daemon_process.hpp"
+#include "llm_server.hpp"
 
 #include "common/identity.hpp"
 #include "cuda/fatbin.hpp"
@@ -42,9 +43,11 @@ std::string agent_config() {
   return emu_agent_config(HONE_EMU_LIBRARY_DIR);
 }
 
-std::unique_ptr<DaemonProcess> start_daemon(const std::string& config) {
+std::unique_ptr<DaemonProcess> start_daemon(const std::string& config,
+                                            std::map<std::string, std::string> env = {}) {
   DaemonOptions o;
   o.config = config;
+  o.env = std::move(env);
   o.env.emplace("HONE_EMU_INSTRUCTION_BUDGET", "400000000");
   auto d = DaemonProcess::start(std::move(o));
   if (!d) {
@@ -296,4 +299,310 @@ TEST(RuntimeApp, SassOnlyKernelIsSkippedByPtxStrategiesWithTheReasonInShow) {
   EXPECT_NE(table.out.find("none: a fatbin with SASS only (sm_90)"), std::string::npos)
       << table.out;
   EXPECT_NE(table.out.find("skipped by specialize"), std::string::npos) << table.out;
+}
+
+// ---- coverage: what hone has to work from ------------------------------------------------------
+//
+// HONE_TEST_HIDE_PTX_ARCH=90 hides the fatbins' compute_90 PTX from honed's strategies, while the
+// emulated device still runs it: a kernel is then "newer-arch PTX only" or "SASS only" to the
+// strategies, as it is on a GPU for what PyTorch or vLLM ship, and every candidate is validated
+// against the original as it runs.
+
+namespace {
+
+const std::map<std::string, std::string> k_hide_90 = {{"HONE_TEST_HIDE_PTX_ARCH", "90"}};
+
+// The coverage entry of `kind` in a status or kernels reply.
+json coverage_kind(const json& coverage, const std::string& kind) {
+  for (const auto& k : coverage.value("kinds", json::array())) {
+    if (k.value("kind", "") == kind) return k;
+  }
+  return nullptr;
+}
+
+// honed's status once some GPU time is estimated (the shim's timed launches have come in), so
+// that coverage has shares.
+json status_with_time(Ctl& ctl) {
+  json status;
+  wait_for(
+      [&] {
+        status = ctl.request({{"cmd", "status"}})["result"];
+        return status["coverage"].value("est_gpu_ns", 0) > 0;
+      },
+      60s);
+  return status;
+}
+
+// Run `program` until hone has classified its kernel; the kernel's JSON.
+json classified(Ctl& ctl) {
+  json k;
+  wait_for([&] { return !(k = ctl.kernel(k_bucket)).is_null() && k.value("code", "unknown") != "unknown"; },
+           120s);
+  return k;
+}
+
+} // namespace
+
+// compute_100 PTX beside sm_90 SASS: retargeted to sm_90, it is the PTX the strategies work on;
+// a specialization of it is validated against the original, swapped in and served.
+TEST(Coverage, NewerArchPtxIsRetargetedAndAVariantOfItServes) {
+  auto d = start_daemon(agent_config(), k_hide_90);
+  ASSERT_TRUE(d);
+  BackgroundApp a(app("hone-testapp-serve-rt-newer", d->socket(),
+                      {"--seconds", "300", "--n", "1048576", "--rounds", "2"}));
+  Ctl ctl(d->socket());
+  json k = classified(ctl);
+  EXPECT_EQ(k.value("code", ""), "ptx_newer") << k.dump(2);
+  EXPECT_EQ(k.value("workable", false), true) << k.dump(2);
+  EXPECT_EQ(k.value("ptx", ""), "compute_100 PTX retargeted to sm_90") << k.dump(2);
+
+  json variant;
+  ASSERT_TRUE(wait_for(
+      [&] { return !(variant = ctl.verified_variant(k_bucket, "specialize")).is_null(); }, 300s))
+      << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
+  ASSERT_TRUE(wait_for([&] { return field(ctl.kernel(k_bucket), "variant_launches") > 0; }, 60s))
+      << ctl.kernel(k_bucket).dump(2);
+
+  json status = status_with_time(ctl);
+  json newer = coverage_kind(status["coverage"], "ptx_newer");
+  EXPECT_EQ(newer.value("kernels", 0), 1) << status["coverage"].dump(2);
+  EXPECT_NEAR(newer.value("share", 0.0), 1.0, 1e-9) << status["coverage"].dump(2);
+  EXPECT_NEAR(status["coverage"].value("workable_share", 0.0), 1.0, 1e-9);
+  RunResult table = run_honectl({"--socket", d->socket(), "kernels"});
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("ptx_newer"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("100% of the estimated GPU time is in kernels hone can work on "
+                           "(ptx_newer 100%)"),
+            std::string::npos)
+      << table.out;
+  RunResult st = run_honectl({"--socket", d->socket(), "status"});
+  EXPECT_NE(st.out.find("coverage"), std::string::npos) << st.out;
+  expect_correct(a);
+}
+
+// compute_100a PTX with tcgen05, which sm_90 lacks: refused with the instruction named; the
+// kernel is covered by nothing hone can work on, and the strategies that need PTX say why.
+TEST(Coverage, NewerArchPtxWithAnInstructionSm90LacksIsNotRetargeted) {
+  auto d = start_daemon(agent_config(), k_hide_90);
+  ASSERT_TRUE(d);
+  BackgroundApp a(app("hone-testapp-serve-rt-sm100a", d->socket(),
+                      {"--seconds", "300", "--n", "65536", "--rounds", "2"}));
+  Ctl ctl(d->socket());
+  json k = classified(ctl);
+  EXPECT_EQ(k.value("code", ""), "ptx_newer") << k.dump(2);
+  EXPECT_EQ(k.value("workable", true), false) << k.dump(2);
+  const std::string why = k.value("ptx", "");
+  EXPECT_NE(why.find("not retargetable to sm_90"), std::string::npos) << why;
+  EXPECT_NE(why.find("tcgen05"), std::string::npos) << why;
+  json shown;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        shown = ctl.request({{"cmd", "show"}, {"target", k_bucket}})["result"];
+        return shown.value("skipped", json::object()).contains("specialize");
+      },
+      60s))
+      << shown.dump(2);
+  EXPECT_NE(shown["skipped"].value("specialize", "").find("tcgen05"), std::string::npos)
+      << shown.dump(2);
+  json status = status_with_time(ctl);
+  EXPECT_EQ(status["coverage"].value("workable_share", 1.0), 0.0) << status["coverage"].dump(2);
+  RunResult table = run_honectl({"--socket", d->socket(), "kernels"});
+  EXPECT_NE(table.out.find("ptx_newer (refused)"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("0% of the estimated GPU time is in kernels hone can work on (not: "
+                           "ptx_newer 100%)"),
+            std::string::npos)
+      << table.out;
+  expect_correct(a);
+}
+
+// SASS only to the strategies, but the PTX it was compiled from is in a Triton-style cache: the
+// shim finds it by the cubin's bytes, and a specialization of it is verified and served.
+TEST(Coverage, TritonCacheEntryIsFoundAndItsPtxUsed) {
+  const std::string program = std::string(HONE_TESTAPP_DIR) + "/hone-testapp-serve-rt-triton";
+  TempDir dir;
+  const fs::path section = dir.path() / "section.fatbin";
+  ASSERT_EQ(std::system(("objcopy -O binary --only-section=.nv_fatbin " + program + " " +
+                         section.string())
+                            .c_str()),
+            0);
+  std::string bytes = read_file(section);
+  auto fatbin = cuda::parse_fatbin(
+      std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
+  ASSERT_TRUE(fatbin) << fatbin.error().message;
+  std::optional<std::vector<std::uint8_t>> cubin;
+  std::optional<std::string> ptx;
+  for (const auto& e : fatbin->entries) {
+    if (e.kind == cuda::EntryKind::elf && e.arch == 90) {
+      auto image = cuda::entry_image(e);
+      ASSERT_TRUE(image) << image.error().message;
+      cubin = *image;
+    }
+    if (e.kind == cuda::EntryKind::ptx && e.arch == 90) {
+      auto text = cuda::entry_ptx(e);
+      ASSERT_TRUE(text) << text.error().message;
+      ptx = *text;
+    }
+  }
+  ASSERT_TRUE(cubin && ptx);
+  // Triton's layout: a directory per compiled kernel, NAME.cubin beside NAME.ptx; other
+  // kernels' entries around it.
+  const fs::path cache = dir.path() / "triton-cache";
+  fs::create_directories(cache / "0b1f0c6e9a" );
+  fs::create_directories(cache / "7d2a5be33c");
+  std::ofstream(cache / "0b1f0c6e9a" / "other.cubin") << "not this one";
+  std::ofstream(cache / "0b1f0c6e9a" / "other.ptx") << "// not this one";
+  std::ofstream(cache / "7d2a5be33c" / "bucket.cubin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(cubin->data()), std::streamsize(cubin->size()));
+  std::ofstream(cache / "7d2a5be33c" / "bucket.ptx") << *ptx;
+  std::ofstream(cache / "7d2a5be33c" / "bucket.json") << R"({"name": "bucket"})";
+
+  auto d = start_daemon(agent_config(), k_hide_90);
+  ASSERT_TRUE(d);
+  AppOptions o = app("hone-testapp-serve-rt-triton", d->socket(),
+                     {"--seconds", "300", "--n", "1048576", "--rounds", "2"});
+  o.env["TRITON_CACHE_DIR"] = cache.string();
+  BackgroundApp a(o);
+  Ctl ctl(d->socket());
+  json k = classified(ctl);
+  EXPECT_EQ(k.value("code", ""), "triton") << k.dump(2) << d->log();
+  EXPECT_EQ(k.value("workable", false), true) << k.dump(2);
+  EXPECT_NE(k.value("ptx", "").find("Triton cache"), std::string::npos) << k.dump(2);
+  EXPECT_NE(d->log().find((cache / "7d2a5be33c" / "bucket.cubin").string()), std::string::npos)
+      << d->log();
+  json variant;
+  ASSERT_TRUE(wait_for(
+      [&] { return !(variant = ctl.verified_variant(k_bucket, "specialize")).is_null(); }, 300s))
+      << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
+  ASSERT_TRUE(wait_for([&] { return field(ctl.kernel(k_bucket), "variant_launches") > 0; }, 60s))
+      << ctl.kernel(k_bucket).dump(2);
+  json status = status_with_time(ctl);
+  EXPECT_NEAR(coverage_kind(status["coverage"], "triton").value("share", 0.0), 1.0, 1e-9)
+      << status["coverage"].dump(2);
+  expect_correct(a);
+}
+
+// Without the cache, the same program is SASS only: nothing for the strategies, said as such.
+TEST(Coverage, SassOnlyIsReportedAsNothingToWorkOn) {
+  auto d = start_daemon(agent_config(), k_hide_90);
+  ASSERT_TRUE(d);
+  AppOptions o = app("hone-testapp-serve-rt-triton", d->socket(),
+                     {"--seconds", "300", "--n", "65536", "--rounds", "2"});
+  TempDir empty;
+  o.env["TRITON_CACHE_DIR"] = empty.path().string();
+  BackgroundApp a(o);
+  Ctl ctl(d->socket());
+  json k = classified(ctl);
+  EXPECT_EQ(k.value("code", ""), "sass") << k.dump(2);
+  EXPECT_EQ(k.value("workable", true), false) << k.dump(2);
+  EXPECT_EQ(k.value("ptx", ""), "none: a fatbin with SASS only (sm_90)") << k.dump(2);
+  json status = status_with_time(ctl);
+  EXPECT_NEAR(coverage_kind(status["coverage"], "sass").value("share", 0.0), 1.0, 1e-9)
+      << status["coverage"].dump(2);
+  EXPECT_EQ(status["coverage"].value("workable_share", 1.0), 0.0);
+  expect_correct(a);
+}
+
+// A collective kernel (NCCL's, or a server's custom all-reduce) waits on other GPUs: hone never
+// asks for its image or its launches, and says why.
+TEST(Coverage, CollectiveKernelsAreNeverCapturedOrOptimized) {
+  auto d = start_daemon(agent_config());
+  ASSERT_TRUE(d);
+  auto shim = connect_as(d->socket(), proto::ClientKind::shim);
+  ASSERT_TRUE(shim) << shim.error().message;
+  const std::string name = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
+  const std::string image_bytes = "\x7f" "ELF, never asked for";
+  ImageHash image = ImageHash::of(image_bytes.data(), image_bytes.size());
+  proto::Kernels ks;
+  ks.kernels.push_back(
+      {1, KernelKey{image, name}, proto::ImageFormat::cubin, image_bytes.size(), false});
+  ASSERT_TRUE(shim->send(proto::frame_of(proto::MsgType::kernels, 2, ks)));
+  proto::Stats st;
+  st.uptime_ns = 1'000'000;
+  proto::KernelStats k;
+  k.id = 1;
+  k.launches = 5000;
+  k.sampled = 50;
+  k.sampled_ns = 50 * 20000; // 20 us a launch
+  k.grid = {32, 1, 1};
+  k.block = {512, 1, 1};
+  st.kernels = {k};
+  ASSERT_TRUE(shim->send(proto::frame_of(proto::MsgType::stats, 3, st)));
+  Ctl ctl(d->socket());
+  json kernel;
+  ASSERT_TRUE(wait_for(
+      [&] { return (kernel = ctl.kernel(name)).value("code", "unknown") == "collective"; }, 30s))
+      << kernel.dump(2) << d->log();
+  EXPECT_EQ(kernel.value("workable", true), false);
+  EXPECT_NE(kernel.value("ptx", "").find("never captured"), std::string::npos) << kernel.dump(2);
+  // Nothing is asked of the process for it: no image, no capture.
+  for (int i = 0; i < 10; ++i) {
+    auto f = shim->receive(300ms);
+    if (!f) continue;
+    if (f->fd >= 0) ::close(f->fd);
+    EXPECT_NE(f->header.type, proto::MsgType::image_request);
+    EXPECT_NE(f->header.type, proto::MsgType::capture_request);
+  }
+  json status = status_with_time(ctl);
+  EXPECT_NEAR(coverage_kind(status["coverage"], "collective").value("share", 0.0), 1.0, 1e-9)
+      << status["coverage"].dump(2);
+}
+
+// agent.llm.sass_kernels: a SASS-only kernel (the compute_90 PTX hidden, no Triton cache) is
+// rewritten by the model from what it is observed to do; the rewrite relies on the captured scalar
+// values (1024 buckets, 2 rounds), is validated on the captured launches, and serves only launches
+// with those values. The coverage counts the kernel as one hone can work on.
+TEST(Coverage, SassOnlyKernelIsRewrittenFromItsBehaviourWhenEnabled) {
+  LlmServer llm;
+  const std::string rewrite =
+      "Going by the name and the launches, a hash bucketing with the captured constants:\n\n"
+      "```cuda\n"
+      "extern \"C\" __global__ void hone_candidate(unsigned* out, const unsigned* keys,\n"
+      "                                            unsigned n, unsigned buckets, unsigned rounds)\n"
+      "{\n"
+      "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "    if (i >= n) return;\n"
+      "    unsigned h = keys[i], slot = 0;\n"
+      "#pragma unroll\n"
+      "    for (unsigned r = 0; r < 2u; ++r) {\n"
+      "        h = h * 2654435761u + r;\n"
+      "        h ^= h >> 13;\n"
+      "        slot = ((slot + h) & 1023u) + (h >> 10);\n"
+      "    }\n"
+      "    out[i] = slot;\n"
+      "}\n"
+      "```\n";
+  llm.push(LlmResponse::chat(rewrite, 900));
+  std::string config = agent_config() + "\n[agent.llm]\nenabled = true\nbase_url = \"" +
+                       llm.base_url() +
+                       "\"\nmodel = \"scripted\"\nmax_turns = 1\nsass_kernels = true\n"
+                       "request_timeout_s = 30\n";
+  auto d = start_daemon(config, k_hide_90);
+  ASSERT_TRUE(d);
+  AppOptions o = app("hone-testapp-serve-rt-triton", d->socket(),
+                     {"--seconds", "300", "--n", "1048576", "--rounds", "2", "--buckets", "1024"});
+  TempDir empty;
+  o.env["TRITON_CACHE_DIR"] = empty.path().string();
+  BackgroundApp a(o);
+  Ctl ctl(d->socket());
+  json k = classified(ctl);
+  EXPECT_EQ(k.value("code", ""), "sass") << k.dump(2);
+  EXPECT_EQ(k.value("workable", false), true) << k.dump(2);
+  json variant;
+  ASSERT_TRUE(wait_for(
+      [&] { return !(variant = ctl.verified_variant(k_bucket, "llm")).is_null(); }, 300s))
+      << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
+  ASSERT_TRUE(wait_for([&] { return field(ctl.kernel(k_bucket), "variant_launches") > 0; }, 60s))
+      << ctl.kernel(k_bucket).dump(2);
+  // The prompt had the behaviour, not the code; the variant is guarded by the scalar values.
+  ASSERT_GE(llm.requests().size(), 1u);
+  const std::string prompt = llm.requests()[0].body;
+  EXPECT_NE(prompt.find("machine code only"), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("hone_rt::bucket<unsigned int>"), std::string::npos) << prompt;
+  json shown = ctl.request({{"cmd", "show"}, {"target", variant.value("id", "")}})["result"];
+  EXPECT_EQ(shown["guard"].value("scalars", 0), 3) << shown["guard"].dump(2); // n, buckets, rounds
+  EXPECT_EQ(shown["guard"]["block"], json::array({128, 1, 1})) << shown["guard"].dump(2);
+  json status = status_with_time(ctl);
+  EXPECT_NEAR(status["coverage"].value("workable_share", 0.0), 1.0, 1e-9)
+      << status["coverage"].dump(2);
+  expect_correct(a);
 }

@@ -1477,3 +1477,57 @@ TEST(LlmTools, CallsPastTheLimitAreNotRunAndATurnThatKeepsCallingIsRefused) {
   EXPECT_TRUE(contains(refused, "it called tools after the 1 calls of the turn were spent"))
       << refused;
 }
+
+// ---- SASS-only kernels (agent.llm.sass_kernels) ------------------------------------------------------
+
+TEST(LlmSass, ASassOnlyKernelIsWrittenFromItsBehaviourOnlyWhenEnabled) {
+  LlmServer server;
+  server.push(LlmResponse::chat(kernel_reply()));
+  KernelTask task;
+  task.key.entry = "_ZN2at6native18elementwise_kernelILi128ELi4EEEvifT0_"; // a made-up at:: kernel
+  task.format = proto::ImageFormat::cubin;
+  task.image = "\x7f" "ELF: machine code only";
+  Capture other_n = capture();
+  other_n.param_bytes.replace(20, 4, bytes_of(uint32_t(65536))); // n changes between launches
+  task.captures = {capture(), other_n};
+  task.arch = "sm_90";
+  task.device = "NVIDIA Test GPU";
+
+  LlmSettings off = settings(server);
+  EXPECT_FALSE(make_llm_strategy(off)->works_without_code());
+  EXPECT_EQ(make_llm_strategy(off)->start(task), nullptr); // off by default: not tried
+  EXPECT_TRUE(server.requests().empty());
+
+  LlmSettings on = settings(server);
+  on.sass_kernels = true;
+  auto strategy = make_llm_strategy(on);
+  EXPECT_TRUE(strategy->works_without_code());
+  auto session = strategy->start(task);
+  ASSERT_NE(session, nullptr);
+  auto candidates = next_candidates(*session);
+  ASSERT_EQ(candidates.size(), 1u) << session->state();
+  // Guarded by what every launch had: the block shape and the scalar that never changed.
+  const Guard& g = candidates[0].guard;
+  EXPECT_EQ(g.block, (std::array<uint32_t, 3>{256, 1, 1}));
+  ASSERT_EQ(g.scalars.size(), 1u);
+  EXPECT_EQ(g.scalars[0].param, 2u);
+  EXPECT_EQ(g.scalars[0].offset, 16u);
+  EXPECT_EQ(g.scalars[0].bytes, bytes_of(2.5f));
+  EXPECT_EQ(candidates[0].comparison, Comparison::tolerance);
+
+  std::string prompt = last_message(server.requests().at(0));
+  EXPECT_TRUE(contains(prompt, "`void at::native::elementwise_kernel<128, 4>(")) << prompt;
+  EXPECT_TRUE(contains(prompt, "machine code only (SASS: no CUDA source, no PTX)")) << prompt;
+  EXPECT_TRUE(contains(prompt, "0. offset 0, 8 bytes: a pointer into an allocation")) << prompt;
+  EXPECT_TRUE(contains(prompt, "2. offset 16, 4 bytes: the same in every captured launch: bytes "
+                               "00 00 20 40 (as u32 1075838976, as s32 1075838976, as f32 2.5)"))
+      << prompt;
+  EXPECT_TRUE(contains(prompt, "3. offset 20, 4 bytes: a value that changes between launches"))
+      << prompt;
+  EXPECT_TRUE(contains(prompt, "points into an allocation of 4194304 bytes")) << prompt;
+  EXPECT_TRUE(contains(prompt, "serve only launches with block (256, 1, 1) and the scalar values "
+                               "listed as the same in every launch"))
+      << prompt;
+  // No cuobjdump listing of an image that is not a real cubin.
+  EXPECT_FALSE(contains(prompt, "## Its SASS")) << prompt;
+}

@@ -255,10 +255,11 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_AGENT_LLM_TEMPERATURE",
                         "HONE_AGENT_LLM_SAMPLES_PER_TURN",
                         "HONE_AGENT_LLM_EXAMPLES",
-                        "HONE_AGENT_LLM_TOOL_CALLS_PER_TURN"}) {
+                        "HONE_AGENT_LLM_TOOL_CALLS_PER_TURN",
+                        "HONE_AGENT_LLM_SASS_KERNELS"}) {
     EXPECT_TRUE(vars.count(v)) << v;
   }
-  EXPECT_EQ(keys.size(), 67u);
+  EXPECT_EQ(keys.size(), 68u);
 }
 
 TEST(ConfigFile, SetsEveryKey) {

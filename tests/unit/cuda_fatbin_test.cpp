@@ -5,6 +5,7 @@
 // variant, and checked against `nvcc -ptx` for the same kernel; synthetic containers cover what
 // nvcc does not emit (unknown kinds, odd layouts, malformed fields).
 #include "cuda/fatbin.hpp"
+#include "cuda/triton_cache.hpp"
 
 #include <fatbinary_section.h>
 
@@ -877,6 +878,77 @@ TEST(ImageSize, Elf32AndExtendedNumbering) {
   EXPECT_FALSE(image_size(elf64.data(), elf64.size()));
   elf64[5] = 2; // big-endian
   EXPECT_FALSE(image_size(elf64.data(), elf64.size()));
+}
+
+
+// --- Triton's cache (cuda/triton_cache.hpp) -----------------------------------------------------
+
+TEST(TritonCache, TheCubinOfAFatbinIsFoundByItsBytesWithThePtxBesideIt) {
+  REQUIRE_NVCC();
+  const Bytes fatbin = corpus().fatbin("mode_default");
+  auto cubins = image_cubins(ImageFormat::fatbin, fatbin, &zstd_decode);
+  ASSERT_EQ(cubins.size(), 1u); // the sm_75 ELF
+  // Without a zstd decoder the compressed entry is skipped, not misread.
+  auto parsed = parse_fatbin(std::span<const std::uint8_t>(fatbin));
+  ASSERT_TRUE(parsed);
+  const FatbinEntry* elf = find_entry(*parsed, EntryKind::elf, 75);
+  ASSERT_NE(elf, nullptr);
+  EXPECT_EQ(image_cubins(ImageFormat::fatbin, fatbin, nullptr).size(),
+            elf->compression == Compression::zstd ? 0u : 1u);
+
+  const fs::path root = corpus().dir / "triton-cache";
+  fs::create_directories(root / "aa11");
+  fs::create_directories(root / "bb22");
+  fs::create_directories(root / "cc33");
+  // Same size, other bytes: not a match.
+  Bytes other = cubins[0];
+  other.back() ^= 0x5a;
+  std::ofstream(root / "aa11" / "axpy.cubin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(other.data()), std::streamsize(other.size()));
+  std::ofstream(root / "aa11" / "axpy.ptx") << "// the wrong one";
+  std::ofstream(root / "bb22" / "axpy.cubin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(cubins[0].data()), std::streamsize(cubins[0].size()));
+  std::ofstream(root / "bb22" / "axpy.ptx") << corpus().ptx("75");
+  std::ofstream(root / "bb22" / "axpy.json") << "{}";
+  std::ofstream(root / "cc33" / "stray.txt") << "nothing";
+
+  auto found = find_triton_ptx(root.string(), cubins);
+  ASSERT_TRUE(found) << found.error().message;
+  ASSERT_TRUE(*found);
+  EXPECT_EQ((*found)->cubin_path, (root / "bb22" / "axpy.cubin").string());
+  EXPECT_EQ((*found)->ptx_path, (root / "bb22" / "axpy.ptx").string());
+  EXPECT_EQ((*found)->ptx, corpus().ptx("75"));
+
+  // A cubin image is its own cubin.
+  auto direct = find_triton_ptx(root.string(), image_cubins(ImageFormat::cubin, cubins[0], nullptr));
+  ASSERT_TRUE(direct && *direct);
+  EXPECT_EQ((*direct)->cubin_path, (root / "bb22" / "axpy.cubin").string());
+
+  // The matching cubin without its PTX: nothing to use.
+  fs::remove(root / "bb22" / "axpy.ptx");
+  auto no_ptx = find_triton_ptx(root.string(), cubins);
+  ASSERT_TRUE(no_ptx);
+  EXPECT_FALSE(*no_ptx);
+  // PTX images have no cubin; a missing cache is an error that says which directory.
+  EXPECT_TRUE(image_cubins(ImageFormat::ptx, cubins[0], nullptr).empty());
+  auto missing = find_triton_ptx((root / "absent").string(), cubins);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("absent"), std::string::npos);
+}
+
+TEST(TritonCache, TheDirectoryComesFromTheEnvironment) {
+  const char* old_dir = std::getenv("TRITON_CACHE_DIR");
+  const char* old_home = std::getenv("HOME");
+  std::string saved_dir = old_dir ? old_dir : "", saved_home = old_home ? old_home : "";
+  ::setenv("TRITON_CACHE_DIR", "/srv/triton", 1);
+  EXPECT_EQ(triton_cache_dir(), "/srv/triton");
+  ::unsetenv("TRITON_CACHE_DIR");
+  ::setenv("HOME", "/home/svc", 1);
+  EXPECT_EQ(triton_cache_dir(), "/home/svc/.triton/cache");
+  ::unsetenv("HOME");
+  EXPECT_EQ(triton_cache_dir(), "");
+  if (old_dir) ::setenv("TRITON_CACHE_DIR", saved_dir.c_str(), 1);
+  if (old_home) ::setenv("HOME", saved_home.c_str(), 1);
 }
 
 } // namespace

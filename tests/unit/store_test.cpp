@@ -307,6 +307,30 @@ TEST(Store, ImageRoundTrip) {
   EXPECT_FALSE(missing->has_value());
 }
 
+// The PTX of a SASS image from Triton's cache is kept with the image; a record written before
+// the field existed (it ends after first_seen) still reads, without it.
+TEST(Store, ImageWithTritonPtxRoundTripsAndOlderRecordsStillRead) {
+  TempDir tmp;
+  auto store = open_store(tmp.path());
+  ASSERT_TRUE(store);
+  ImageRecord img = make_image(3, false);
+  img.triton = proto::Image::Triton{"/home/svc/.triton/cache/ab12/k.cubin", ".version 8.4\n"};
+  ASSERT_TRUE(store->put_image(img));
+  auto got = store->get_image(img.hash);
+  ASSERT_TRUE(got && got->has_value());
+  ASSERT_TRUE((*got)->triton.has_value());
+  EXPECT_EQ((*got)->triton->cubin_path, img.triton->cubin_path);
+  EXPECT_EQ((*got)->triton->ptx, img.triton->ptx);
+
+  ImageRecord plain = make_image(4, true);
+  auto older = rec::encode(plain); // no Triton field: as an older honed wrote it
+  ASSERT_TRUE(older);
+  auto decoded = rec::decode_image(*older);
+  ASSERT_TRUE(decoded) << decoded.error().message;
+  EXPECT_FALSE(decoded->triton.has_value());
+  EXPECT_EQ(bytes_of(*decoded), *older);
+}
+
 TEST(Store, KernelRoundTripAndListing) {
   TempDir tmp;
   auto store = open_store(tmp.path());
