@@ -1161,7 +1161,32 @@ double Optimizer::expected_gain_per_second(const agent::Strategy& s) const {
   return cost > 0 ? gain / cost : 0;
 }
 
+void Optimizer::survey() {
+  // The kernels the optimizer would consider: what each has to work from, for the coverage,
+  // whether or not the optimizer runs.
+  size_t considered = 0;
+  for (const KernelInfo* ck : m_registry.ranked()) {
+    if (considered++ >= m_config.optimizer.hot_top) break;
+    const KernelKey& key = ck->record.key;
+    KernelInfo* k = m_registry.kernel(key);
+    if (!k->code.empty()) continue;
+    if (k->record.launches < m_config.optimizer.hot_min_launches || k->processes.empty()) continue;
+    if (agent::is_collective(key.entry)) {
+      // It waits on other GPUs: never captured, replayed in a worker, or optimized.
+      k->code = agent::to_string(agent::CodeKind::collective);
+      k->ptx = "none: a collective kernel (it waits on other GPUs): never captured, replayed or "
+               "optimized";
+      spdlog::info("{}: a collective kernel: never captured or optimized", key.entry);
+      continue;
+    }
+    Work& w = m_work[key];
+    request_image(key, w);
+    if (!w.image.empty() && !w.code) classify(key, w, *k);
+  }
+}
+
 void Optimizer::run_strategies() {
+  survey();
   if (!m_config.optimizer.enabled) return;
   // The strategies agent.strategies names, in order of expected gain per GPU-second.
   std::vector<agent::Strategy*> order;
@@ -1179,22 +1204,8 @@ void Optimizer::run_strategies() {
     KernelInfo* k = m_registry.kernel(key);
     if (k->record.disabled || k->record.launches < m_config.optimizer.hot_min_launches) continue;
     if (k->processes.empty()) continue;
-    if (agent::is_collective(key.entry)) {
-      // It waits on other GPUs: never captured, replayed in a worker, or optimized.
-      if (k->code.empty()) {
-        k->code = agent::to_string(agent::CodeKind::collective);
-        k->ptx = "none: a collective kernel (it waits on other GPUs): never captured, replayed "
-                 "or optimized";
-        spdlog::info("{}: a collective kernel: never captured or optimized", key.entry);
-      }
-      continue;
-    }
+    if (k->code == agent::to_string(agent::CodeKind::collective)) continue; // survey()
     Work& w = m_work[key];
-    // What it has to work from, for coverage, even when every strategy has tried it.
-    if (!w.code) {
-      request_image(key, w);
-      if (!w.image.empty()) classify(key, w, *k);
-    }
     if (fleet_first(key, *k, w)) continue;
     for (agent::Strategy* s : order) {
       if (std::find(k->record.tried.begin(), k->record.tried.end(), s->id()) !=

@@ -153,6 +153,9 @@ private:
   void push_to(uint64_t conn, const KernelKey& key);
   void withdraw(const KernelKey& key);
   agent::KernelTask task_for(const KernelKey& key, const Work& w) const;
+  // What the hottest kernels have to work from (classify()), and collective kernels marked as
+  // such; run before the strategies, also while the optimizer is off.
+  void survey();
   // Find what `key` has to work from, once its image is in (Work::code, KernelInfo::code).
   void classify(const KernelKey& key, Work& w, KernelInfo& k);
   // The kernel's state from its variants and the jobs still open on it.

@@ -15,8 +15,11 @@
 #    called, with the cuGetProcAddress version asked for) are compared with those of the same
 #    program on the emulated device and its runtime (build/lib/emu), if carried: the entry points
 #    NVIDIA's runtime calls that hone's does not, and the other way round.
-# 3. PyTorch, if the machine has it: a small model's forward pass without and with the shim
-#    attached to a honed of the bundle (outputs must be identical), and the kernels hone saw.
+# 3. PyTorch, if the machine has it: a small transformer block's forward pass (random weights),
+#    eager and torch.compile'd (Triton kernels, with a fresh TRITON_CACHE_DIR filled by the plain
+#    run), without and with the shim attached to a honed of the bundle (outputs must be
+#    identical); the kernels hone saw with what it has to work from (CODE), and the coverage:
+#    the share of GPU time by kind, and how many Triton kernels were found in the cache.
 # 4. CUDA graphs: the pytorch- and llama.cpp-shaped hone-testapp-graph on the real driver, alone
 #    and under the shim with a honed swapping the kernel inside the graphs (results must hold).
 # 5. `make demo`'s script against the real driver: honed validating every built-in strategy's
@@ -98,9 +101,22 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   cat >"$out/model.py" <<'PY'
 import hashlib, sys, torch
 torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(), torch.nn.LayerNorm(1024),
-                            torch.nn.Linear(1024, 256), torch.nn.Softmax(dim=-1)).cuda().eval()
-x = torch.randn(64, 512, device="cuda")
+class Block(torch.nn.Module):
+    def __init__(self, d=512, heads=8):
+        super().__init__()
+        self.norm1 = torch.nn.LayerNorm(d)
+        self.attn = torch.nn.MultiheadAttention(d, heads, batch_first=True)
+        self.norm2 = torch.nn.LayerNorm(d)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(),
+                                       torch.nn.Linear(4 * d, d))
+    def forward(self, x):
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+model = torch.nn.Sequential(Block(), Block()).cuda().eval()
+if len(sys.argv) > 1 and sys.argv[1] == "compile":
+    model = torch.compile(model)
+x = torch.randn(8, 128, 512, device="cuda")
 with torch.no_grad():
     for _ in range(50):
         y = model(x)
@@ -116,23 +132,44 @@ report_interval_ms = 250
 state_dir = "$out/torch/state"
 [optimizer]
 enabled = false
+hot_min_launches = 10
+hot_top = 200
 TOML
-  timeout 60 python3 "$out/model.py" >"$out/torch/plain.out" 2>"$out/torch/plain.err"
+  export TRITON_CACHE_DIR=$out/torch/triton-cache
+  for mode in eager compile; do
+    timeout 300 python3 "$out/model.py" $mode >"$out/torch/plain-$mode.out" 2>"$out/torch/plain-$mode.err"
+  done
   "$bundle/bin/honed" --config "$out/torch/hone.toml" >"$out/torch/honed.log" 2>&1 &
   honed=$!
   for _ in $(seq 50); do [ -S "$out/torch/hone.sock" ] && break; sleep 0.1; done
-  HONE_SOCKET=$out/torch/hone.sock LD_PRELOAD=$shim timeout 120 python3 "$out/model.py" \
-    >"$out/torch/shim.out" 2>"$out/torch/shim.err"
+  for mode in eager compile; do
+    HONE_SOCKET=$out/torch/hone.sock LD_PRELOAD=$shim timeout 300 python3 "$out/model.py" $mode \
+      >"$out/torch/shim-$mode.out" 2>"$out/torch/shim-$mode.err"
+    if cmp -s "$out/torch/plain-$mode.out" "$out/torch/shim-$mode.out"; then
+      echo "  forward pass ($mode): identical output under the shim ($(cat "$out/torch/plain-$mode.out"))"
+    else
+      echo "  forward pass ($mode): DIFFERS under the shim"
+      failures=$((failures + 1))
+    fi
+  done
+  sleep 3 # the last reports, and the images honed asked for
   "$bundle/bin/honectl" --socket "$out/torch/hone.sock" kernels >"$out/torch/kernels.txt" 2>&1
+  "$bundle/bin/honectl" --socket "$out/torch/hone.sock" kernels --json >"$out/torch/kernels.json" 2>&1
   kill $honed 2>/dev/null; wait $honed 2>/dev/null
-  if cmp -s "$out/torch/plain.out" "$out/torch/shim.out"; then
-    echo "  forward pass: identical output under the shim ($(cat "$out/torch/plain.out"))"
-  else
-    echo "  forward pass: DIFFERS under the shim"
-    failures=$((failures + 1))
-  fi
-  echo "  kernels hone saw:"
-  sed 's/^/    /' "$out/torch/kernels.txt" | head -30
+  echo "  kernels hone saw (CODE: what it has to work from):"
+  sed 's/^/    /' "$out/torch/kernels.txt" | head -40
+  python3 - "$out/torch/kernels.json" <<'PY' || true
+import collections, json, sys
+r = json.load(open(sys.argv[1]))
+r = r.get("result", r)
+kinds = collections.Counter(k.get("code", "unknown") for k in r.get("kernels", []))
+print("  kernels by kind:", dict(kinds))
+for k in r.get("coverage", {}).get("kinds", []):
+    if k["kernels"]:
+        print(f"  coverage {k['kind']:10s} {k['kernels']:4d} kernels  {100 * k['share']:5.1f}% of GPU time"
+              f"  ({100 * k['workable_share']:5.1f}% workable)")
+print(f"  workable share: {100 * r.get('coverage', {}).get('workable_share', 0):.1f}%")
+PY
 else
   echo "  no PyTorch with CUDA on this machine: skipped"
 fi
