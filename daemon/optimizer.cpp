@@ -220,7 +220,7 @@ void Optimizer::advance() {
     if (job.shadow_of) {
       Work& w = m_work[job.kernel];
       request_image(job.kernel, w);
-      if (!w.image.empty()) {
+      if (w.has_image()) {
         start_shadow_job(job);
       } else if (now_s() - job.created > int64_t(m_config.capture.timeout_s)) {
         Verdict v;
@@ -277,10 +277,22 @@ std::optional<std::pair<uint64_t, uint64_t>> Optimizer::process_with(const Kerne
 }
 
 void Optimizer::request_image(const KernelKey& key, Work& w) {
-  if (!w.image.empty()) return;
+  if (w.has_image()) return;
+  if (auto it = m_images.find(key.image); it != m_images.end()) {
+    // Another kernel of the module has it in memory: its format and the rest come with it.
+    for (const auto& [other, ow] : m_work) {
+      if (other.image == key.image && ow.has_image()) {
+        w.image = ow.image;
+        w.format = ow.format;
+        w.source = ow.source;
+        w.triton = ow.triton;
+        return;
+      }
+    }
+  }
   if (m_store) {
     if (auto img = m_store->get_image(key.image); img && *img) {
-      w.image = (*img)->bytes;
+      w.image = shared_image(key.image, std::move((*img)->bytes));
       w.format = (*img)->format;
       w.source = (*img)->source;
       w.triton = (*img)->triton;
@@ -325,14 +337,14 @@ bool Optimizer::prerequisites(JobEntry& job) {
   request_image(job.kernel, w);
   request_captures(job.kernel, w);
   int64_t waited = now_s() - job.created;
-  if (w.image.empty() || w.captures.size() < m_config.capture.captures_per_kernel) {
+  if (!w.has_image() || w.captures.size() < m_config.capture.captures_per_kernel) {
     // Run with what there is once the capture deadline passed; fail when there is nothing.
     if (waited < int64_t(m_config.capture.timeout_s)) return false;
-    if (w.image.empty() || w.captures.empty()) {
+    if (!w.has_image() || w.captures.empty()) {
       Verdict v;
       v.job = job.id;
       v.kind = VerdictKind::unsupported;
-      v.message = w.image.empty() ? "no process running the kernel sent its image within " +
+      v.message = !w.has_image() ? "no process running the kernel sent its image within " +
                                         std::to_string(m_config.capture.timeout_s) + " s"
                                   : "no launch of the kernel was captured within " +
                                         std::to_string(m_config.capture.timeout_s) +
@@ -350,7 +362,7 @@ Job Optimizer::job_against_original(const JobEntry& job) {
   j.id = job.id;
   j.kernel = job.kernel;
   j.original_format = w.format;
-  j.original_image = w.image;
+  if (w.has_image()) j.original_image = *w.image;
   j.original_entry = job.kernel.entry;
   // Resolved PTX for an image with none the device would JIT, for the worker's analysis.
   if (w.code && (w.code->kind == agent::CodeKind::ptx_newer ||
@@ -871,6 +883,17 @@ void Optimizer::on_variant_status(uint64_t conn, const proto::VariantStatus& msg
 
 // ---- images and captures from shims ----------------------------------------------------------
 
+std::shared_ptr<const std::string> Optimizer::shared_image(const ImageHash& hash,
+                                                           std::string bytes) {
+  auto& slot = m_images[hash];
+  if (auto held = slot.lock()) return held;
+  auto fresh = std::make_shared<const std::string>(std::move(bytes));
+  slot = fresh;
+  // Forget hashes whose images no kernel holds any more.
+  std::erase_if(m_images, [](const auto& e) { return e.second.expired(); });
+  return fresh;
+}
+
 void Optimizer::on_image(uint64_t conn, const proto::Image& msg, UniqueFd fd) {
   if (!msg.available || !fd) return;
   // The size is the shim's word: held against the descriptor before anything is allocated.
@@ -884,9 +907,10 @@ void Optimizer::on_image(uint64_t conn, const proto::Image& msg, UniqueFd fd) {
     spdlog::warn("an image from connection {} does not match its hash; ignored", conn);
     return;
   }
+  auto shared = shared_image(msg.image, std::move(*bytes));
   for (auto& [key, w] : m_work) {
-    if (key.image != msg.image || !w.image.empty()) continue;
-    w.image = *bytes;
+    if (key.image != msg.image || w.has_image()) continue;
+    w.image = shared;
     w.format = msg.format;
     w.source = msg.source;
     w.triton = msg.triton;
@@ -900,7 +924,7 @@ void Optimizer::on_image(uint64_t conn, const proto::Image& msg, UniqueFd fd) {
     store::ImageRecord rec;
     rec.hash = msg.image;
     rec.format = msg.format;
-    rec.bytes = std::move(*bytes);
+    rec.bytes = *shared;
     rec.source = msg.source;
     rec.triton = msg.triton;
     rec.first_seen = now_s();
@@ -1099,7 +1123,7 @@ agent::KernelTask Optimizer::task_for(const KernelKey& key, const Work& w) const
   agent::KernelTask t;
   t.key = key;
   t.format = w.format;
-  t.image = w.image;
+  if (w.has_image()) t.image = *w.image;
   t.source = w.source;
   if (w.triton) t.triton_ptx = w.triton->ptx;
   t.hide_ptx_arch = m_hide_ptx_arch;
@@ -1162,11 +1186,13 @@ double Optimizer::expected_gain_per_second(const agent::Strategy& s) const {
 }
 
 void Optimizer::survey() {
-  // The kernels the optimizer would consider: what each has to work from, for the coverage,
-  // whether or not the optimizer runs.
+  // The hottest kernels, more than the optimizer considers: what each has to work from, for the
+  // coverage, whether or not the optimizer runs. An image is fetched once for all its kernels.
+  constexpr size_t k_survey_top = 64;
+  const size_t top = std::max<size_t>(m_config.optimizer.hot_top, k_survey_top);
   size_t considered = 0;
   for (const KernelInfo* ck : m_registry.ranked()) {
-    if (considered++ >= m_config.optimizer.hot_top) break;
+    if (considered++ >= top) break;
     const KernelKey& key = ck->record.key;
     KernelInfo* k = m_registry.kernel(key);
     if (!k->code.empty()) continue;
@@ -1181,7 +1207,7 @@ void Optimizer::survey() {
     }
     Work& w = m_work[key];
     request_image(key, w);
-    if (!w.image.empty() && !w.code) classify(key, w, *k);
+    if (w.has_image() && !w.code) classify(key, w, *k);
   }
 }
 
@@ -1213,7 +1239,7 @@ void Optimizer::run_strategies() {
         continue;
       }
       request_image(key, w);
-      if (w.image.empty()) break; // strategies read the image; try again when it is here
+      if (!w.has_image()) break; // strategies read the image; try again when it is here
       if (!w.code) classify(key, w, *k);
       if (w.code->ptx.empty() && s->needs_ptx()) {
         k->record.tried.push_back(s->id());
