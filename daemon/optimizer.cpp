@@ -443,12 +443,14 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
   job.state = JobState::done;
   job.verdict = v;
   job.finished = now_s();
-  ++m_verdicts[v.kind];
   bool verified = v.kind == VerdictKind::verified;
-  spdlog::info("job {}: {}: {}", job.id, to_string(v.kind),
-               verified ? fmt::format("{:.2f}x faster", v.speedup) : v.message.substr(0, 300));
   if (job.candidate.check != JobCheck::none) {
-    // A strategy's check: its verdict is for the session alone; nothing is stored or served.
+    // A strategy's check: its verdict is for the session alone; nothing is stored or served, and
+    // it is not a validation verdict (hone_verdicts_total).
+    spdlog::info("job {}: {} check: {}", job.id,
+                 job.candidate.check == JobCheck::compile ? "compile" : "validate",
+                 verified ? "passed" : std::string(to_string(v.kind)) + ": " +
+                                           v.message.substr(0, 300));
     if (job.session) {
       if (auto s = m_sessions.find(job.session); s != m_sessions.end()) {
         s->second.session->on_verdict(job.candidate, v);
@@ -457,6 +459,9 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
     settle_kernel_state(job.kernel);
     return;
   }
+  ++m_verdicts[v.kind];
+  spdlog::info("job {}: {}: {}", job.id, to_string(v.kind),
+               verified ? fmt::format("{:.2f}x faster", v.speedup) : v.message.substr(0, 300));
   if (job.candidate.strategy != "submit") {
     auto& st = m_strategy_stats[job.candidate.strategy];
     ++st.candidates;
