@@ -1186,6 +1186,11 @@ private:
                 ? std::string(", whatever the scalar arguments")
                 : " and the scalar values listed as the same in every launch";
     user += ", so it may rely on them.\n";
+    user += "\nBegin the kernel with `asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");`, "
+            "before it touches any memory: the original may run as a programmatic dependent "
+            "launch, where its inputs are written by the kernel before it until that wait "
+            "returns (nothing here says whether it does). It costs nothing when it does not, and "
+            "a kernel without it is refused.\n";
     user += "\nWrite hone_candidate. " + std::string(k_answer_form) + "\n";
 
     Plan plan;

@@ -237,6 +237,24 @@ std::optional<Failure> dependent_launch_race(const ptx::EntryInfo& original,
 
 } // namespace
 
+std::optional<Failure> check_candidate_of_unknown(const ptx::EntryInfo& candidate) {
+  const std::string preamble =
+      "the original has no PTX, so whether it waits for the upstream kernel (griddepcontrol.wait, "
+      "programmatic dependent launch) cannot be known; a rewrite of it must execute "
+      "griddepcontrol.wait before it touches global memory (a no-op when the launch is not a "
+      "dependent one): ";
+  if (!candidate.waits_grid_dependency) {
+    return refuse("dependent-launch-race", preamble + "the candidate never executes it");
+  }
+  if (!candidate.unwaited_accesses.empty()) {
+    const auto& a = candidate.unwaited_accesses.front();
+    return refuse("dependent-launch-race",
+                  preamble + "the candidate " + std::string(access_verb(a.access)) +
+                      " memory before it: " + quoted(a.instruction, a.function, a.loc));
+  }
+  return std::nullopt;
+}
+
 std::optional<Failure> check_candidate(const ptx::EntryInfo& original,
                                        const ptx::EntryInfo& candidate) {
   if (auto f = state_across_launches(original, candidate)) return f;

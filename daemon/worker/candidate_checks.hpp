@@ -27,4 +27,10 @@ namespace hone::worker {
 std::optional<Failure> check_candidate(const ptx::EntryInfo& original,
                                        const ptx::EntryInfo& candidate);
 
+// The candidate (analyzed) of an original with no PTX to analyze (SASS only): whether the
+// original waits for an upstream kernel (programmatic dependent launch) cannot be known, so the
+// candidate must execute griddepcontrol.wait before it touches global memory on any path, which
+// costs nothing when the launch is not a dependent one (dependent-launch-race).
+std::optional<Failure> check_candidate_of_unknown(const ptx::EntryInfo& candidate);
+
 } // namespace hone::worker

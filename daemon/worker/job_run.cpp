@@ -171,10 +171,15 @@ std::optional<Failure> JobRun::go() {
                                                 layout_text(*lo) + ", the candidate " +
                                                 layout_text(*lc) + " (offset:size)"};
   }
-  if (m_entry && m_job.static_checks) {
+  if (m_job.static_checks) {
     // What the candidate's PTX alone refuses (candidate_checks.hpp); a cubin has no PTX.
     auto c = analyze_original(candidate->ptx, m_job.candidate_entry);
-    if (auto f = c ? check_candidate(*m_entry, *c) : std::nullopt) return f;
+    if (c && m_entry) {
+      if (auto f = check_candidate(*m_entry, *c)) return f;
+    } else if (c && original->ptx.empty() && m_job.original_ptx.empty()) {
+      // SASS only: nothing says what the original waits for.
+      if (auto f = check_candidate_of_unknown(*c)) return f;
+    }
   }
   if (m_job.check == JobCheck::compile) return compiled(*cfn, *lc, candidate->log);
 

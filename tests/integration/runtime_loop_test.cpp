@@ -559,6 +559,7 @@ TEST(Coverage, SassOnlyKernelIsRewrittenFromItsBehaviourWhenEnabled) {
       "extern \"C\" __global__ void hone_candidate(unsigned* out, const unsigned* keys,\n"
       "                                            unsigned n, unsigned buckets, unsigned rounds)\n"
       "{\n"
+      "    asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
       "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
       "    if (i >= n) return;\n"
       "    unsigned h = keys[i], slot = 0;\n"

@@ -1528,6 +1528,7 @@ TEST(LlmSass, ASassOnlyKernelIsWrittenFromItsBehaviourOnlyWhenEnabled) {
   EXPECT_TRUE(contains(prompt, "serve only launches with block (256, 1, 1) and the scalar values "
                                "listed as the same in every launch"))
       << prompt;
+  EXPECT_TRUE(contains(prompt, "Begin the kernel with `asm volatile(\"griddepcontrol.wait;\"")) << prompt;
   // No cuobjdump listing of an image that is not a real cubin.
   EXPECT_FALSE(contains(prompt, "## Its SASS")) << prompt;
 }

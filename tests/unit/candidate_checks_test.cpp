@@ -708,6 +708,51 @@ extern "C" __global__ void late(float a, const float* x, float* y, int n)
       << describe(worker::check_candidate(scale(), late));
 }
 
+// An original with no PTX (SASS only) may be a dependent launch or not: nothing says. Its
+// rewrite must wait before it touches memory, which costs nothing when the launch is not one.
+TEST(DependentLaunchRace, ARewriteOfASassOnlyKernelMustWaitBeforeTouchingMemory) {
+  auto no_wait = analyze_cuda(R"(
+extern "C" __global__ void plain(float a, const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+}
+)",
+                              "plain");
+  auto f = worker::check_candidate_of_unknown(no_wait);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->kind, VerdictKind::refused);
+  EXPECT_NE(f->message.find("the original has no PTX"), std::string::npos) << f->message;
+  EXPECT_NE(f->message.find("never executes it"), std::string::npos) << f->message;
+
+  auto late = analyze_cuda(R"(
+extern "C" __global__ void late(float a, const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (i < n) y[i] = a * v;
+}
+)",
+                           "late");
+  f = worker::check_candidate_of_unknown(late);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_NE(f->message.find("reads memory before it"), std::string::npos) << f->message;
+  EXPECT_NE(f->message.find("ld.global"), std::string::npos) << f->message;
+
+  auto first = analyze_cuda(R"(
+extern "C" __global__ void first(float a, const float* x, float* y, int n)
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+}
+)",
+                            "first");
+  EXPECT_EQ(worker::check_candidate_of_unknown(first), std::nullopt)
+      << describe(worker::check_candidate_of_unknown(first));
+}
+
 // --- an honest rewrite -------------------------------------------------------------------------
 
 TEST(CandidateChecks, APlainCorrectRewritePasses) {
