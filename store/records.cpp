@@ -313,7 +313,10 @@ Result<ImageRecord> decode_image(std::string_view value) {
     rec.source = std::move(s);
   }
   rec.first_seen = r.i64();
-  if (r.ok() && r.remaining() > 0 && r.boolean()) {
+  if (r.ok() && r.remaining() > 0) {
+    // Written only when present: a record that says "absent" here is not one the store wrote
+    // (and would not encode back to the same bytes).
+    if (!r.boolean()) r.fail("an image record's Triton field says it is absent");
     proto::Image::Triton t;
     t.cubin_path = r.str(k_max_text);
     t.ptx = r.str(k_max_blob);
