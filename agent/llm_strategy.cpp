@@ -982,8 +982,10 @@ private:
       if (!answer) {
         std::string why = unusable_why(answer.error().message, content, *reply);
         if (!reply->tool_calls.empty()) {
-          why = "it called tools after the " + std::to_string(s.tool_calls_per_turn) +
-                " calls of the turn were spent";
+          why = offer_tools() ? "it called tools after the " +
+                                    std::to_string(s.tool_calls_per_turn) +
+                                    " calls of the turn were spent"
+                              : std::string("it called a tool, but no tools are offered here");
         }
         spdlog::info("llm: {}: {}: unusable answer: {}", m_plan.label, turn_label(turn), why);
         conversation.push_back(

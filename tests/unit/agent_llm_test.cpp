@@ -1532,3 +1532,21 @@ TEST(LlmSass, ASassOnlyKernelIsWrittenFromItsBehaviourOnlyWhenEnabled) {
   // No cuobjdump listing of an image that is not a real cubin.
   EXPECT_FALSE(contains(prompt, "## Its SASS")) << prompt;
 }
+
+// A model that calls a tool although none was offered (tools off) is told so, and the turn is
+// spent like any unusable answer.
+TEST(LlmTools, ACallWhenNoToolsAreOfferedIsRefusedSayingSo) {
+  LlmServer server;
+  server.push(tool_reply({{"check", k_tool_source}}));
+  server.push(LlmResponse::chat(kernel_reply("turn two")));
+  auto session = make_llm_strategy(settings(server))->start(source_task()); // tools off
+  auto next = next_candidates(*session);
+  ASSERT_EQ(next.size(), 1u) << session->state();
+  EXPECT_EQ(next[0].tag, 2u);
+  EXPECT_EQ(next[0].check, JobCheck::none);
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_FALSE(body(requests[0]).contains("tools"));
+  EXPECT_TRUE(contains(last_message(requests[1]), "it called a tool, but no tools are offered here"))
+      << last_message(requests[1]);
+}
