@@ -144,12 +144,6 @@ KernelCode kernel_code(const KernelTask& task) {
                "optimized";
     return c;
   }
-  if (!task.ptx.empty()) {
-    c.kind = task.source ? CodeKind::source : CodeKind::ptx;
-    c.ptx = strip_nul(task.ptx);
-    c.detail = "PTX";
-    return c;
-  }
   if (task.image.empty()) {
     c.detail = "the image is not known yet";
     return c;

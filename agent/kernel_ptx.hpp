@@ -34,7 +34,8 @@ struct KernelCode {
   bool workable() const { return !ptx.empty() || kind == CodeKind::source; }
 };
 
-// What `task` offers to work from. The task's own `ptx`, when set, is taken as resolved.
+// What `task` offers to work from, from its image, source and Triton PTX (task.ptx is what this
+// resolves to, for the strategies: it is not read here).
 KernelCode kernel_code(const KernelTask& task);
 
 // The kernel's PTX (without a trailing NUL): task.ptx when set; else the image itself when it is

@@ -278,21 +278,19 @@ std::optional<std::pair<uint64_t, uint64_t>> Optimizer::process_with(const Kerne
 
 void Optimizer::request_image(const KernelKey& key, Work& w) {
   if (w.has_image()) return;
-  if (auto it = m_images.find(key.image); it != m_images.end()) {
-    // Another kernel of the module has it in memory: its format and the rest come with it.
-    for (const auto& [other, ow] : m_work) {
-      if (other.image == key.image && ow.has_image()) {
-        w.image = ow.image;
-        w.format = ow.format;
-        w.source = ow.source;
-        w.triton = ow.triton;
-        return;
-      }
+  // Another kernel of the module has it in memory: one copy, with its format and the rest.
+  for (const auto& [other, ow] : m_work) {
+    if (other.image == key.image && ow.has_image()) {
+      w.image = ow.image;
+      w.format = ow.format;
+      w.source = ow.source;
+      w.triton = ow.triton;
+      return;
     }
   }
   if (m_store) {
     if (auto img = m_store->get_image(key.image); img && *img) {
-      w.image = shared_image(key.image, std::move((*img)->bytes));
+      w.image = std::make_shared<const std::string>(std::move((*img)->bytes));
       w.format = (*img)->format;
       w.source = (*img)->source;
       w.triton = (*img)->triton;
@@ -888,17 +886,6 @@ void Optimizer::on_variant_status(uint64_t conn, const proto::VariantStatus& msg
 
 // ---- images and captures from shims ----------------------------------------------------------
 
-std::shared_ptr<const std::string> Optimizer::shared_image(const ImageHash& hash,
-                                                           std::string bytes) {
-  auto& slot = m_images[hash];
-  if (auto held = slot.lock()) return held;
-  auto fresh = std::make_shared<const std::string>(std::move(bytes));
-  slot = fresh;
-  // Forget hashes whose images no kernel holds any more.
-  std::erase_if(m_images, [](const auto& e) { return e.second.expired(); });
-  return fresh;
-}
-
 void Optimizer::on_image(uint64_t conn, const proto::Image& msg, UniqueFd fd) {
   if (!msg.available || !fd) return;
   // The size is the shim's word: held against the descriptor before anything is allocated.
@@ -912,7 +899,7 @@ void Optimizer::on_image(uint64_t conn, const proto::Image& msg, UniqueFd fd) {
     spdlog::warn("an image from connection {} does not match its hash; ignored", conn);
     return;
   }
-  auto shared = shared_image(msg.image, std::move(*bytes));
+  auto shared = std::make_shared<const std::string>(std::move(*bytes));
   for (auto& [key, w] : m_work) {
     if (key.image != msg.image || w.has_image()) continue;
     w.image = shared;

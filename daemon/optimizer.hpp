@@ -199,9 +199,6 @@ private:
   std::map<VariantId, double> m_pushed_speedup; // variants pushed to processes: their speedup
   double m_gpu_saved_ns = 0;                    // estimated (on_served)
   uint32_t m_hide_ptx_arch = 0;                 // HONE_TEST_HIDE_PTX_ARCH (KernelTask)
-  // Images in memory by hash, so that the kernels of one module share one copy (Work::image).
-  std::map<ImageHash, std::weak_ptr<const std::string>> m_images;
-  std::shared_ptr<const std::string> shared_image(const ImageHash& hash, std::string bytes);
   double expected_gain_per_second(const agent::Strategy& s) const;
   void poll_sessions();
   void watch_load(); // pause validation while the applications keep the GPU busy

@@ -92,6 +92,20 @@ AppOptions serve_app(const std::string& socket, const char* reps = "64") {
   return test_app("hone-testapp-serve", socket, {"--n", "1048576", "--reps", reps});
 }
 
+// A rewrite of accumulate as a model writes it: hone_candidate, and `body` after the bounds check.
+std::string accumulate_rewrite(const std::string& body) {
+  return "extern \"C\" __global__ void hone_candidate(int* out, const int* in, int n, int reps)\n"
+         "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n" +
+         body + "}\n";
+}
+
+// The agent's config with the LLM strategy on, against the scripted endpoint `llm`, and `keys`
+// ("max_turns = 1\n...") in [agent.llm].
+std::string llm_config(const LlmServer& llm, const std::string& keys) {
+  return agent_config("[agent.llm]\nenabled = true\nbase_url = \"" + llm.base_url() +
+                      "\"\nmodel = \"scripted\"\nrequest_timeout_s = 30\n" + keys);
+}
+
 // A fenced reply as a model writes it.
 std::string fenced(const std::string& code) {
   return "Here is a faster version.\n\n```cuda\n" + code + "```\n";
@@ -323,15 +337,12 @@ TEST(Agent, LlmCandidateIsFedItsMismatchAndFixedOnTheNextTurn) {
 // second, the fastest correct one, is the one served. The next turn is told what bounds it.
 TEST(Agent, LlmSamplesTheFastestCorrectOneIsServed) {
   LlmServer llm;
-  const std::string head =
-      "extern \"C\" __global__ void hone_candidate(int* out, const int* in, int n, int reps)\n"
-      "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n";
-  const std::string half_loop =
-      head + "    unsigned acc = 0;\n    for (int k = 0; k < reps / 2; ++k) acc += unsigned(in[i]);\n"
-             "    out[i] = int(acc * 2u + unsigned(reps & 1) * unsigned(in[i]));\n}\n";
+  const std::string half_loop = accumulate_rewrite(
+      "    unsigned acc = 0;\n    for (int k = 0; k < reps / 2; ++k) acc += unsigned(in[i]);\n"
+      "    out[i] = int(acc * 2u + unsigned(reps & 1) * unsigned(in[i]));\n");
   const std::string no_loop =
-      head + "    out[i] = int(unsigned(in[i]) * unsigned(reps));\n}\n";
-  const std::string wrong = head + "    out[i] = in[i] * reps + 1;\n}\n";
+      accumulate_rewrite("    out[i] = int(unsigned(in[i]) * unsigned(reps));\n");
+  const std::string wrong = accumulate_rewrite("    out[i] = in[i] * reps + 1;\n");
   json choices = json::array();
   for (const auto& code : {half_loop, no_loop, wrong}) {
     choices.push_back({{"index", choices.size()},
@@ -347,9 +358,7 @@ TEST(Agent, LlmSamplesTheFastestCorrectOneIsServed) {
   llm.push(LlmResponse::chat("I see no further way to make it faster.", 300));
 
   DaemonOptions o;
-  o.config = agent_config("[agent.llm]\nenabled = true\nbase_url = \"" + llm.base_url() +
-                          "\"\nmodel = \"scripted\"\nmax_turns = 2\nsamples_per_turn = 3\n"
-                          "request_timeout_s = 30\n");
+  o.config = llm_config(llm, "max_turns = 2\nsamples_per_turn = 3\n");
   o.env.emplace("HONE_EMU_INSTRUCTION_BUDGET", "400000000");
   auto started = DaemonProcess::start(std::move(o));
   ASSERT_TRUE(started) << started.error().message;
@@ -412,38 +421,17 @@ TEST(Agent, LlmSamplesTheFastestCorrectOneIsServed) {
 // checks leave no variant behind.
 TEST(Agent, LlmChecksItsKernelsWithTheToolsBeforeAnswering) {
   LlmServer llm;
-  const std::string head =
-      "extern \"C\" __global__ void hone_candidate(int* out, const int* in, int n, int reps)\n"
-      "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n";
-  const std::string wrong = head + "    out[i] = in[i] * reps + 1;\n}\n";
-  const std::string right = head + "    out[i] = in[i] * reps;\n}\n";
+  const std::string wrong = accumulate_rewrite("    out[i] = in[i] * reps + 1;\n");
+  const std::string right = accumulate_rewrite("    out[i] = in[i] * reps;\n");
   auto check_call = [](const std::string& id, const std::string& source) {
-    LlmResponse r;
-    r.body = json{{"object", "chat.completion"},
-                  {"choices",
-                   {{{"index", 0},
-                     {"message",
-                      {{"role", "assistant"},
-                       {"content", nullptr},
-                       {"tool_calls",
-                        {{{"id", id},
-                          {"type", "function"},
-                          {"function",
-                           {{"name", "check"},
-                            {"arguments", json{{"source", source}}.dump()}}}}}}}},
-                     {"finish_reason", "tool_calls"}}}},
-                  {"usage", {{"total_tokens", 300}}}}
-                 .dump();
-    return r;
+    return LlmResponse::tool_calls({{id, "check", json{{"source", source}}.dump()}}, 300);
   };
   llm.push(check_call("call_wrong", wrong));
   llm.push(check_call("call_right", right));
   llm.push(LlmResponse::chat(fenced(right), 900));
 
   DaemonOptions o;
-  o.config = agent_config("[agent.llm]\nenabled = true\nbase_url = \"" + llm.base_url() +
-                          "\"\nmodel = \"scripted\"\nmax_turns = 1\ntool_calls_per_turn = 2\n"
-                          "request_timeout_s = 30\n");
+  o.config = llm_config(llm, "max_turns = 1\ntool_calls_per_turn = 2\n");
   o.env.emplace("HONE_EMU_INSTRUCTION_BUDGET", "400000000");
   auto started = DaemonProcess::start(std::move(o));
   ASSERT_TRUE(started) << started.error().message;
@@ -497,16 +485,10 @@ TEST(Agent, LlmChecksItsKernelsWithTheToolsBeforeAnswering) {
 // yet, has none.
 TEST(Agent, LlmIsShownVerifiedRewritesOfOtherKernels) {
   LlmServer llm;
-  const std::string right =
-      "extern \"C\" __global__ void hone_candidate(int* out, const int* in, int n, int reps)\n"
-      "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n"
-      "    out[i] = in[i] * reps;\n}\n";
-  llm.push(LlmResponse::chat(fenced(right), 900));
+  llm.push(LlmResponse::chat(fenced(accumulate_rewrite("    out[i] = in[i] * reps;\n")), 900));
 
   DaemonOptions o;
-  o.config = agent_config("[agent.llm]\nenabled = true\nbase_url = \"" + llm.base_url() +
-                          "\"\nmodel = \"scripted\"\nmax_turns = 1\nexamples = 2\n"
-                          "request_timeout_s = 30\n");
+  o.config = llm_config(llm, "max_turns = 1\nexamples = 2\n");
   o.env.emplace("HONE_EMU_INSTRUCTION_BUDGET", "400000000");
   auto started = DaemonProcess::start(std::move(o));
   ASSERT_TRUE(started) << started.error().message;

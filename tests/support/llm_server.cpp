@@ -110,6 +110,27 @@ bool read_request(int fd, LlmRequest& out) {
 
 } // namespace
 
+LlmResponse LlmResponse::tool_calls(
+    const std::vector<std::tuple<std::string, std::string, std::string>>& calls,
+    uint64_t total_tokens) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& [id, name, arguments] : calls) {
+    list.push_back({{"id", id},
+                    {"type", "function"},
+                    {"function", {{"name", name}, {"arguments", arguments}}}});
+  }
+  nlohmann::json reply = {
+      {"object", "chat.completion"},
+      {"choices",
+       {{{"index", 0},
+         {"message", {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", list}}},
+         {"finish_reason", "tool_calls"}}}},
+      {"usage", {{"total_tokens", total_tokens}}}};
+  LlmResponse r;
+  r.body = reply.dump();
+  return r;
+}
+
 LlmResponse LlmResponse::chat(const std::string& content, uint64_t total_tokens) {
   nlohmann::json reply = {{"id", "chatcmpl-test"},
                           {"object", "chat.completion"},

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace hone::test {
@@ -32,6 +33,12 @@ struct LlmResponse {
 
   // A chat-completions reply whose message content is `content`, reporting `total_tokens`.
   static LlmResponse chat(const std::string& content, uint64_t total_tokens = 100);
+  // A reply that calls tools, as OpenAI, vLLM, SGLang and llama-server send one: content null,
+  // each call {id, type "function", function {name, arguments as JSON text}}, finish_reason
+  // "tool_calls". `calls`: (id, name, arguments JSON text).
+  static LlmResponse tool_calls(
+      const std::vector<std::tuple<std::string, std::string, std::string>>& calls,
+      uint64_t total_tokens = 200);
 };
 
 struct LlmRequest {

@@ -1301,26 +1301,15 @@ const std::string k_tool_source =
     "float* y, float a, unsigned n) {\n  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i < n) y[i] = fmaf(a, x[i], y[i]);\n}\n";
 
-// A reply that calls tools, as OpenAI, vLLM, SGLang and llama-server send it: content null,
-// arguments as JSON text, finish_reason "tool_calls".
+// A reply that calls tools (LlmResponse::tool_calls), each with the complete source, ids
+// "call_<name><index>".
 LlmResponse tool_reply(const std::vector<std::pair<std::string, std::string>>& calls) {
-  json tool_calls = json::array();
+  std::vector<std::tuple<std::string, std::string, std::string>> list;
   for (const auto& [name, source] : calls) {
-    tool_calls.push_back({{"id", "call_" + name + std::to_string(tool_calls.size())},
-                          {"type", "function"},
-                          {"function",
-                           {{"name", name}, {"arguments", json{{"source", source}}.dump()}}}});
+    list.emplace_back("call_" + name + std::to_string(list.size()), name,
+                      json{{"source", source}}.dump());
   }
-  LlmResponse r;
-  r.body = json{{"object", "chat.completion"},
-                {"choices",
-                 {{{"index", 0},
-                   {"message",
-                    {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", tool_calls}}},
-                   {"finish_reason", "tool_calls"}}}},
-                {"usage", {{"total_tokens", 200}}}}
-               .dump();
-  return r;
+  return LlmResponse::tool_calls(list);
 }
 
 // The same as Ollama sends it: arguments as an object, no id.
@@ -1444,6 +1433,19 @@ TEST(LlmTools, NoToolsWithSeveralSamplesOrWhenOff) {
   ASSERT_EQ(next_candidates(*session).size(), 1u);
   EXPECT_FALSE(body(server.requests().at(0)).contains("tools"));
   EXPECT_FALSE(contains(message(server.requests().at(0), 0), "tools compile and check"));
+  session.reset();
+
+  // Calls allowed, but two samples a turn: no tools either.
+  LlmSettings samples = settings(server);
+  samples.tool_calls_per_turn = 3;
+  samples.samples_per_turn = 2;
+  server.push(LlmResponse::chat(kernel_reply()));
+  server.push(LlmResponse::chat(kernel_reply("the second sample")));
+  auto two = make_llm_strategy(samples)->start(source_task());
+  ASSERT_EQ(collect(*two, 2).size(), 2u) << two->state();
+  ASSERT_GE(server.requests().size(), 2u);
+  EXPECT_FALSE(body(server.requests().at(1)).contains("tools"));
+  EXPECT_FALSE(contains(message(server.requests().at(1), 0), "tools compile and check"));
 }
 
 TEST(LlmTools, CallsPastTheLimitAreNotRunAndATurnThatKeepsCallingIsRefused) {
