@@ -297,17 +297,19 @@ CUresult link_create(unsigned num_options, CUjit_option* options, void** values,
     return rc;
   }
   s->values = values;
-  if (s->options.target) {
-    s->target = *s->options.target;
-  } else {
-    // CU_JIT_TARGET_FROM_CUCONTEXT, the default: the current context's device.
+  {
     Registry& r = registry();
-    std::lock_guard lock(r.mutex);
-    Context* ctx = nullptr;
-    if (CUresult rc = current_context(r, ctx); rc != CUDA_SUCCESS) return rc;
-    s->target = DeviceLimits::k_cc_major * 10 + DeviceLimits::k_cc_minor;
+    std::lock_guard lock(r.mutex); // new_handle() too
+    if (s->options.target) {
+      s->target = *s->options.target;
+    } else {
+      // CU_JIT_TARGET_FROM_CUCONTEXT, the default: the current context's device.
+      Context* ctx = nullptr;
+      if (CUresult rc = current_context(r, ctx); rc != CUDA_SUCCESS) return rc;
+      s->target = DeviceLimits::k_cc_major * 10 + DeviceLimits::k_cc_minor;
+    }
+    s->handle = r.new_handle();
   }
-  s->handle = registry().new_handle();
   report(*s);
   LinkRegistry& l = links();
   std::lock_guard lock(l.mutex);

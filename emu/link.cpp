@@ -227,6 +227,9 @@ Result<Unit> analyze(const LinkUnit& source, std::string text) {
       d.entry = f->is_entry;
       d.defined = f->has_body;
       d.linkage = linkage_of(f->attrs);
+      // A kernel is found by its name (cuModuleGetFunction) whatever its linkage directive: never
+      // rename one apart; two inputs defining one kernel is a conflict.
+      if (d.entry && d.linkage == Linkage::internal) d.linkage = Linkage::visible;
       d.group = group;
       d.fn = f;
       u.decls.push_back(std::move(d));

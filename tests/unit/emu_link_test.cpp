@@ -483,6 +483,16 @@ TEST_F(Link, DefinitionsFollowTheRdcRules) {
               std::string::npos)
         << error;
   }
+  // A kernel keeps its name, linkage directive or not: two inputs with one kernel conflict.
+  {
+    const std::string k =
+        ".version 8.0\n.target sm_90\n.address_size 64\n.entry k()\n{\n\tret;\n}\n";
+    CUlinkState s = create();
+    CU_OK(add_ptx(s, k, "a.ptx"));
+    CU_OK(add_ptx(s, k, "b.ptx"));
+    void* image = nullptr;
+    EXPECT_CU(CUDA_ERROR_INVALID_PTX, cuLinkComplete(s, &image, nullptr));
+  }
   // A visible definition overrides weak ones, wherever it comes; of weak ones, the first stays.
   struct Case {
     std::vector<std::string> inputs;
