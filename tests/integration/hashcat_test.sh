@@ -22,7 +22,7 @@ fail() {
 }
 
 command -v "$hashcat" >/dev/null ||
-  fail "no hashcat on PATH: 'make deps' installs it (hashcat=6.2.6+ds1-1+b1, hashcat-data)"
+  fail "no hashcat ('$hashcat'): 'make deps' installs it (hashcat=6.2.6+ds1-1+b1, hashcat-data)"
 version=$("$hashcat" --version 2>&1) || fail "'$hashcat --version' failed: $version"
 [ -e "$emu_lib/libcuda.so.1" ] || fail "no emulated driver at $emu_lib/libcuda.so.1"
 ls "$cuda_lib"/libnvrtc.so* >/dev/null 2>&1 || fail "no NVRTC in $cuda_lib"
