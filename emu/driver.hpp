@@ -328,6 +328,13 @@ uint64_t memset_ns(uint64_t bytes);
 Result<std::string> image_ptx(const void* image, size_t size, std::string_view what,
                               std::optional<CompileOptions>* linked = nullptr);
 
+// A JIT log option's output, as the driver writes it (cuda.h, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+// "IN: Log buffer size in bytes ... OUT: Amount of log buffer filled with messages"): `text` cut to
+// `capacity` bytes with its terminating NUL, and the bytes written, NUL included, in place of the
+// size option's value `values[size_index]`. Nothing without a buffer.
+void write_jit_log(char* buffer, size_t capacity, void** values, int size_index,
+                   std::string_view text);
+
 // The function handle `h` means in the current context: a CUfunction, or a CUkernel resolved
 // (loading its library into the context if needed). Locks the registry itself.
 CUresult resolve_function(Handle h, Handle& function_out);

@@ -198,15 +198,10 @@ std::shared_ptr<LinkState> find_state(CUlinkState h) {
 // Write the accumulated logs and wall time into cuLinkCreate's option values: NUL-terminated text
 // capped at the buffer's size, and the bytes written (terminator included) in place of the size.
 void report(LinkState& s) {
-  auto put = [&](char* buffer, size_t capacity, int index, const std::string& text) {
-    if (buffer == nullptr || capacity == 0 || index < 0) return;
-    const size_t n = std::min(text.size(), capacity - 1);
-    std::memcpy(buffer, text.data(), n);
-    buffer[n] = '\0';
-    s.values[index] = reinterpret_cast<void*>(static_cast<uintptr_t>(n + 1));
-  };
-  put(s.options.info, s.options.info_capacity, s.options.info_index, s.info_log);
-  put(s.options.error, s.options.error_capacity, s.options.error_index, s.error_log);
+  write_jit_log(s.options.info, s.options.info_capacity, s.values, s.options.info_index,
+                s.info_log);
+  write_jit_log(s.options.error, s.options.error_capacity, s.values, s.options.error_index,
+                s.error_log);
   if (s.options.wall_index >= 0) {
     const float ms = float(s.wall_ms); // stored in the option value slot itself
     std::memcpy(&s.values[s.options.wall_index], &ms, sizeof ms);

@@ -79,15 +79,8 @@ CUresult parse_jit_options(unsigned count, const CUjit_option* options, void** v
 // Write the logs back the way the real driver does: NUL-terminated text, and the byte count
 // (terminator included) in place of the size option's value.
 void write_jit_logs(const JitLogs& logs, void** values, std::string_view error_text) {
-  auto put = [&](char* buffer, size_t size, int index, std::string_view text) {
-    if (buffer == nullptr || size == 0) return;
-    size_t n = std::min(text.size(), size - 1);
-    std::memcpy(buffer, text.data(), n);
-    buffer[n] = '\0';
-    if (index >= 0) values[index] = reinterpret_cast<void*>(static_cast<uintptr_t>(n + 1));
-  };
-  put(logs.info, logs.info_size, logs.info_index, "");
-  put(logs.error, logs.error_size, logs.error_index, error_text);
+  write_jit_log(logs.info, logs.info_size, values, logs.info_index, "");
+  write_jit_log(logs.error, logs.error_size, values, logs.error_index, error_text);
   if (logs.wall_time_index >= 0) {
     float ms = 0.0f; // stored in the option value slot itself, as the real driver does
     std::memcpy(&values[logs.wall_time_index], &ms, sizeof(ms));
@@ -416,6 +409,15 @@ CUresult query_function(Handle h, Function*& out, std::unique_lock<std::mutex>& 
 }
 
 } // namespace
+
+void write_jit_log(char* buffer, size_t capacity, void** values, int size_index,
+                   std::string_view text) {
+  if (buffer == nullptr || capacity == 0) return;
+  const size_t n = std::min(text.size(), capacity - 1);
+  std::memcpy(buffer, text.data(), n);
+  buffer[n] = '\0';
+  if (size_index >= 0) values[size_index] = reinterpret_cast<void*>(static_cast<uintptr_t>(n + 1));
+}
 
 Result<std::string> image_ptx(const void* image, size_t size, std::string_view what,
                               std::optional<CompileOptions>* linked) {
