@@ -140,6 +140,7 @@ struct Library {
   // context that needs a module takes it; later contexts load their own (module variables are
   // per context).
   std::shared_ptr<Program> prototype;
+  CompileOptions options; // what every context's module is loaded with
   bool prototype_taken = false;
   std::vector<std::string> kernel_names;
   std::map<Handle, Handle> modules; // context → module
@@ -320,9 +321,19 @@ uint64_t memset_ns(uint64_t bytes);
 
 // --- modules (call without the registry locked) ------------------------------------------------
 
-// The PTX text an image holds: the text itself, or the PTX entry a fatbin carries for sm_90.
-// `size` is the readable length when known (a file), else cuda::k_unknown_size.
-Result<std::string> image_ptx(const void* image, size_t size, std::string_view what);
+// The PTX text an image holds: the text itself, the PTX entry a fatbin carries for sm_90, or the
+// PTX of an image the emulated linker made (emu/link_image.hpp), whose link-time register options
+// are then stored in `*linked`. `size` is the readable length when known (a file), else
+// cuda::k_unknown_size.
+Result<std::string> image_ptx(const void* image, size_t size, std::string_view what,
+                              std::optional<CompileOptions>* linked = nullptr);
+
+// A JIT log option's output, as the driver writes it (cuda.h, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+// "IN: Log buffer size in bytes ... OUT: Amount of log buffer filled with messages"): `text` cut to
+// `capacity` bytes with its terminating NUL, and the bytes written, NUL included, in place of the
+// size option's value `values[size_index]`. Nothing without a buffer.
+void write_jit_log(char* buffer, size_t capacity, void** values, int size_index,
+                   std::string_view text);
 
 // The function handle `h` means in the current context: a CUfunction, or a CUkernel resolved
 // (loading its library into the context if needed). Locks the registry itself.

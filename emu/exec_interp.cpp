@@ -360,7 +360,7 @@ struct BlockRunner::State {
       // the allocation this instruction's compiled code checks its next accesses against
       const Allocation* a = s.last_alloc;
       s.memory_cache[pc] = {a->base, a->base + a->size,
-                            uint64_t(a->kind != AllocKind::const_var && !a->read_only), a};
+                            uint64_t(!a->read_only), a};
     }
     return is_memory(in.op) ? s.mem_latency : in.latency;
   }
@@ -579,11 +579,6 @@ struct BlockRunner::State {
               warp, lane);
       }
       last_alloc = a;
-    }
-    if (write && a->kind == AllocKind::const_var) {
-      fault(CUDA_ERROR_ILLEGAL_ADDRESS, "illegal address: write to constant memory: " +
-                                            describe_global(addr, size),
-            in, warp, lane);
     }
     if (write && a->read_only) {
       fault(CUDA_ERROR_ILLEGAL_ADDRESS, "illegal address: write to a mapping with read access "
@@ -2015,7 +2010,7 @@ bool BlockRunner::State::fast_memory(const Insn& in, uint32_t widx, uint32_t exe
       if (!a || !a->contains(lo, span)) return false;
       last_alloc = a;
     }
-    if (store && (a->kind == AllocKind::const_var || a->read_only)) return false;
+    if (store && a->read_only) return false;
     each(exec, [&](int l) { sectors_scratch[sector_count++] = addr[l] >> 5; });
     break;
   }

@@ -281,11 +281,6 @@ struct ReferenceBlockRunner::State {
       }
       last_alloc = a;
     }
-    if (write && a->kind == AllocKind::const_var) {
-      fault(CUDA_ERROR_ILLEGAL_ADDRESS, "illegal address: write to constant memory: " +
-                                            describe_global(addr, size),
-            in, warp, lane);
-    }
     if (write && a->read_only) {
       fault(CUDA_ERROR_ILLEGAL_ADDRESS, "illegal address: write to a mapping with read access "
                                         "only (cuMemSetAccess): " + describe_global(addr, size),
