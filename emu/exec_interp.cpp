@@ -1089,6 +1089,7 @@ struct BlockRunner::State {
         w.alive &= ~exec;
         exited += n;
         advance(w, active & ~exec, pc + 1);
+        if (w.waiting) wake_sync_waiters(w);
         check_barriers();
       } else {
         advance(w, active, pc + 1);
@@ -1159,15 +1160,23 @@ struct BlockRunner::State {
     w.rotate_steps = k_rotate_steps;
   }
 
-  // A .sync warp instruction runs once every live lane of its membermask is at it (PTX ISA
-  // 9.7.8.x: the executing thread waits for the others). Returns the lanes that execute now, or 0
-  // when the arriving lanes wait.
-  uint32_t sync_arrive(const Insn& in, uint32_t widx, uint32_t exec, uint32_t active, uint32_t pc) {
+  // The operand holding a warp-synchronous instruction's membermask.
+  static const Src& member_mask(const Insn& in) {
+    return in.op == XOp::bar_warp || in.op == XOp::elect ? in.src[0]
+           : in.op == XOp::shfl                           ? in.src[3]
+                                                          : in.src[1];
+  }
+
+  // A .sync warp instruction runs for a lane once every live lane of that lane's membermask is at
+  // it (PTX ISA 9.7.8.x, shfl.sync/vote.sync/match.sync/redux.sync/bar.warp.sync/elect.sync: "the
+  // executing thread waits until all non-exited threads corresponding to membermask have executed
+  // [it] with the same qualifiers and same membermask value"). Lanes at one position may carry
+  // different membermasks (cg::labeled_partition: one per partition); each lane goes when its own
+  // members are all here, the others wait. Returns the lanes that execute now (0: all wait) and
+  // takes the waiting ones out of `active`, so that step() does not move them on.
+  uint32_t sync_arrive(const Insn& in, uint32_t widx, uint32_t exec, uint32_t& active, uint32_t pc) {
     Warp& w = warps[widx];
-    const Src& mask_src = in.op == XOp::bar_warp || in.op == XOp::elect ? in.src[0]
-                          : in.op == XOp::shfl                           ? in.src[3]
-                                                                         : in.src[1];
-    uint32_t need = uint32_t(rd(mask_src, widx, std::countr_zero(exec))) & w.alive;
+    const Src& mask_src = member_mask(in);
     uint32_t here = 0;
     if (!w.converged) {
       each(w.waiting, [&](int l) {
@@ -1183,11 +1192,22 @@ struct BlockRunner::State {
         w.bar[l] = k_sync_wait;
         w.pc[l] = pc;
       });
-      each(active & ~exec, [&](int l) { w.pc[l] = pc + 1; });
-      return 0;
+      active &= ~wait;
+      if (!go) {
+        each(active, [&](int l) { w.pc[l] = pc + 1; });
+        return 0;
+      }
     }
-    w.waiting &= ~here;
-    return arrived;
+    w.waiting &= ~(here & go);
+    return go;
+  }
+
+  // Lanes that exited may be all that lanes waiting at a .sync warp instruction waited for: those
+  // arrive again (their position is still the instruction), and go if nothing else is missing.
+  void wake_sync_waiters(Warp& w) {
+    uint32_t sync_waiting = 0;
+    each(w.waiting & w.alive, [&](int l) { sync_waiting |= uint32_t(w.bar[l] == k_sync_wait) << l; });
+    w.waiting &= ~sync_waiting;
   }
 
   void arrive(const Insn& in, uint32_t widx, uint32_t exec, uint32_t active, uint32_t pc) {
@@ -1351,6 +1371,27 @@ struct BlockRunner::State {
     auto [d, m] = dest(in.dst[0], widx, sink);
     each(exec, [&](int l) { d[l] = uint64_t(uint32_t(a[l])) & m; });
   }
+
+  // Calls f(group, lanes) for each distinct group among the lanes of `exec` that execute a
+  // warp-synchronous instruction together: a lane's group is its own membermask's lanes among
+  // them, which is whom its vote, match, reduction or election is over; `lanes` are the lanes of
+  // that group value. One call when every lane names the same membermask.
+  template <class F> void for_groups(const Insn& in, uint32_t widx, uint32_t exec, F&& f) {
+    const Src& ms = member_mask(in);
+    if (ms.kind != Src::Kind::reg) {
+      f(uint32_t(rd(ms, widx, 0)) & exec, exec);
+      return;
+    }
+    const uint64_t* m = R(widx, ms.slot);
+    for (uint32_t left = exec; left;) {
+      const uint32_t group = uint32_t(m[std::countr_zero(left)]) & exec;
+      uint32_t lanes = 0;
+      each(left, [&](int l) { lanes |= uint32_t((uint32_t(m[l]) & exec) == group) << l; });
+      f(group, lanes);
+      left &= ~lanes;
+    }
+  }
+
 
   void exec_arith(const Insn& in, uint32_t widx, uint32_t exec);
   void exec_half(const Insn& in, uint32_t widx, uint32_t exec);
@@ -2267,68 +2308,78 @@ void BlockRunner::State::exec_warp(const Insn& in, uint32_t widx, uint32_t exec)
     each(exec, [&](int l) {
       if (S(0, l)) ballot |= 1u << l;
     });
-    uint64_t r;
-    switch (in.mode) {
-    case k_vote_all: r = ballot == exec; break;
-    case k_vote_any: r = ballot != 0; break;
-    case k_vote_uni: r = ballot == 0 || ballot == exec; break;
-    default: r = ballot; break;
-    }
-    each(exec, [&](int l) { wr(in.dst[0], widx, l, r); });
+    for_groups(in, widx, exec, [&](uint32_t group, uint32_t lanes) {
+      const uint32_t b = ballot & group;
+      uint64_t r;
+      switch (in.mode) {
+      case k_vote_all: r = b == group; break;
+      case k_vote_any: r = b != 0; break;
+      case k_vote_uni: r = b == 0 || b == group; break;
+      default: r = b; break;
+      }
+      each(lanes, [&](int l) { wr(in.dst[0], widx, l, r); });
+    });
     return;
   }
   case XOp::match: {
     uint64_t vals[k_lanes];
     each(exec, [&](int l) { vals[l] = S(0, l); });
-    if (in.mode == 0) {
-      each(exec, [&](int l) {
-        uint32_t m = 0;
-        each(exec, [&](int o) {
-          if (vals[o] == vals[l]) m |= 1u << o;
+    for_groups(in, widx, exec, [&](uint32_t group, uint32_t lanes) {
+      if (in.mode == 0) {
+        each(lanes, [&](int l) {
+          uint32_t m = 0;
+          each(group, [&](int o) {
+            if (vals[o] == vals[l]) m |= 1u << o;
+          });
+          wr(in.dst[0], widx, l, m);
         });
-        wr(in.dst[0], widx, l, m);
-      });
-    } else {
+        return;
+      }
       bool all = true;
-      uint64_t first = vals[std::countr_zero(exec) & 31]; // exec is never empty here
-      each(exec, [&](int o) { all = all && vals[o] == first; });
-      each(exec, [&](int l) {
-        wr(in.dst[0], widx, l, all ? exec : 0);
+      if (group) {
+        const uint64_t first = vals[std::countr_zero(group)];
+        each(group, [&](int o) { all = all && vals[o] == first; });
+      }
+      each(lanes, [&](int l) {
+        wr(in.dst[0], widx, l, all ? group : 0);
         if (in.ndst == 2) wr(in.dst[1], widx, l, all);
       });
-    }
+    });
     return;
   }
   case XOp::redux: {
-    bool is_signed = in.type == Type::s32;
-    uint64_t acc = 0;
-    bool first = true;
-    each(exec, [&](int l) {
-      uint32_t v = uint32_t(S(0, l));
-      if (first) {
-        acc = v;
-        first = false;
-        return;
-      }
-      switch (in.mode) {
-      case k_atom_add: acc = uint32_t(acc + v); break;
-      case k_atom_and: acc &= v; break;
-      case k_atom_or: acc |= v; break;
-      case k_atom_xor: acc ^= v; break;
-      case k_atom_min: acc = is_signed ? uint32_t(std::min(int32_t(acc), int32_t(v))) : std::min<uint32_t>(uint32_t(acc), v); break;
-      case k_atom_max: acc = is_signed ? uint32_t(std::max(int32_t(acc), int32_t(v))) : std::max<uint32_t>(uint32_t(acc), v); break;
-      default: break;
-      }
+    const bool is_signed = in.type == Type::s32;
+    for_groups(in, widx, exec, [&](uint32_t group, uint32_t lanes) {
+      uint64_t acc = 0;
+      bool first = true;
+      each(group, [&](int l) {
+        uint32_t v = uint32_t(S(0, l));
+        if (first) {
+          acc = v;
+          first = false;
+          return;
+        }
+        switch (in.mode) {
+        case k_atom_add: acc = uint32_t(acc + v); break;
+        case k_atom_and: acc &= v; break;
+        case k_atom_or: acc |= v; break;
+        case k_atom_xor: acc ^= v; break;
+        case k_atom_min: acc = is_signed ? uint32_t(std::min(int32_t(acc), int32_t(v))) : std::min<uint32_t>(uint32_t(acc), v); break;
+        case k_atom_max: acc = is_signed ? uint32_t(std::max(int32_t(acc), int32_t(v))) : std::max<uint32_t>(uint32_t(acc), v); break;
+        default: break;
+        }
+      });
+      each(lanes, [&](int l) { wr(in.dst[0], widx, l, acc); });
     });
-    each(exec, [&](int l) { wr(in.dst[0], widx, l, acc); });
     return;
   }
   case XOp::elect: {
-    uint32_t members = exec & uint32_t(S(0, std::countr_zero(exec)));
-    int leader = members ? std::countr_zero(members) : -1;
-    each(exec, [&](int l) {
-      wr(in.dst[0], widx, l, uint32_t(leader < 0 ? 0 : leader));
-      wr(in.dst[1], widx, l, l == leader);
+    for_groups(in, widx, exec, [&](uint32_t group, uint32_t lanes) {
+      const int leader = group ? std::countr_zero(group) : -1;
+      each(lanes, [&](int l) {
+        wr(in.dst[0], widx, l, uint32_t(leader < 0 ? 0 : leader));
+        wr(in.dst[1], widx, l, l == leader);
+      });
     });
     return;
   }
