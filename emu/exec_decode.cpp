@@ -85,6 +85,11 @@ std::optional<Sreg> special_register(std::string_view n) {
   if (n == "%envreg1") return Sreg::envreg1;
   if (n == "%envreg2") return Sreg::envreg2;
   if (n.starts_with("%envreg")) return Sreg::zero;
+  // The performance-monitoring counters %pm0..%pm7 and %pm0_64..%pm7_64 (PTX ISA "Special
+  // Registers": their behaviour is "currently undefined"): no profiler counts events here, so 0.
+  if (n.size() >= 4 && n.starts_with("%pm") && n[3] >= '0' && n[3] <= '7' &&
+      (n.size() == 4 || n.substr(4) == "_64"))
+    return Sreg::zero;
   return std::nullopt;
 }
 
@@ -283,6 +288,9 @@ private:
   // The value a symbol operand stands for (an address or an offset in its space).
   uint64_t symbol_value(std::string_view name, int64_t offset) {
     const Symbol* s = lookup(name);
+    // PTX's one predefined constant (PTX ISA "Identifiers", "Predefined Identifiers"): the
+    // number of threads in a warp, 32 on every target; a module may still name a variable so.
+    if (!s && name == "WARP_SZ") return 32 + uint64_t(offset);
     if (!s) unsupported("unknown symbol " + std::string(name));
     switch (s->kind) {
     case Symbol::Kind::reg:
@@ -1039,6 +1047,16 @@ private:
       i.nsrc = 2;
       i.src[0] = src(in.operands[1], Type::u32);
       i.src[1] = src(in.operands[2], Type::u32);
+      break;
+    case Opcode::fns:
+      // fns.b32 d, mask, base, offset (PTX ISA 9.7.1.x, "fns")
+      need(in, 4);
+      reject_rest(in, md);
+      i.op = XOp::fns;
+      i.nsrc = 3;
+      i.src[0] = src(in.operands[1], Type::b32);
+      i.src[1] = src(in.operands[2], Type::u32);
+      i.src[2] = src(in.operands[3], Type::s32);
       break;
     case Opcode::szext:
       need(in, 3);

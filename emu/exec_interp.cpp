@@ -1436,6 +1436,13 @@ void BlockRunner::State::execute(const Insn& in, uint32_t widx, uint32_t exec) {
     if (b.arrived + exited >= b.expected) release(int(id));
     return;
   }
+  case XOp::fns:
+    each(exec, [&](int l) {
+      wr(in.dst[0], widx, l,
+         sem::fns(uint32_t(rd(in.src[0], widx, l)), uint32_t(rd(in.src[1], widx, l)),
+                  int32_t(uint32_t(rd(in.src[2], widx, l)))));
+    });
+    return;
   case XOp::trap:
     fault(CUDA_ERROR_LAUNCH_FAILED, "trap instruction executed", in, widx, std::countr_zero(exec));
   default:

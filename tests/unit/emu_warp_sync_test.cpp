@@ -383,3 +383,76 @@ TEST_P(WarpSync, LanesWaitingForExitedLanesGoOn) {
 }
 
 } // namespace
+
+// What cooperative groups computes lanes with beside these instructions: fns (a coalesced group's
+// rank to lane, PTX ISA "fns": the |offset|-th set bit of the mask from base, upwards for a
+// positive offset, downwards for a negative one), PTX's predefined WARP_SZ ("Predefined
+// Identifiers"; NVIDIA's reduction and scan samples read warpSize as it), and the performance
+// counters %pm0..%pm7 (no profiler here: 0).
+const char* k_lane_math_ptx = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry lane_math(.param .u64 out, .param .u64 mask, .param .u64 base, .param .u64 offset) {
+.reg .b32 %r<12>;
+.reg .b64 %rd<12>;
+mov.u32 %r0, %tid.x;
+mul.wide.u32 %rd0, %r0, 4;
+ld.param.u64 %rd1, [mask];
+add.s64 %rd1, %rd1, %rd0;
+ld.global.u32 %r1, [%rd1];
+ld.param.u64 %rd2, [base];
+add.s64 %rd2, %rd2, %rd0;
+ld.global.u32 %r2, [%rd2];
+ld.param.u64 %rd3, [offset];
+add.s64 %rd3, %rd3, %rd0;
+ld.global.u32 %r3, [%rd3];
+fns.b32 %r4, %r1, %r2, %r3;
+mov.u32 %r5, WARP_SZ;
+add.u32 %r6, %r0, WARP_SZ;
+mov.u32 %r7, %pm3;
+mov.u64 %rd4, %pm7_64;
+cvt.u32.u64 %r8, %rd4;
+add.u32 %r7, %r7, %r8;
+ld.param.u64 %rd5, [out];
+mul.wide.u32 %rd6, %r0, 16;
+add.s64 %rd5, %rd5, %rd6;
+st.global.v4.u32 [%rd5], {%r4, %r5, %r6, %r7};
+ret;
+}
+)";
+
+uint32_t fns_reference(uint32_t mask, uint32_t base, int32_t offset) {
+  if (base > 31) return 0xffffffffu; // beyond the ISA's range: hone's choice (emu/semantics.hpp)
+  if (offset == 0) return (mask >> base) & 1 ? base : 0xffffffffu;
+  int64_t count = offset > 0 ? offset - 1 : -int64_t(offset) - 1;
+  for (int pos = int(base); pos >= 0 && pos < 32; pos += offset > 0 ? 1 : -1) {
+    if ((mask >> pos) & 1) {
+      if (count == 0) return uint32_t(pos);
+      --count;
+    }
+  }
+  return 0xffffffffu;
+}
+
+TEST_P(WarpSync, FnsAndPredefinedIdentifiers) {
+  ASSERT_EQ(use_context(), CUDA_SUCCESS);
+  const uint32_t n = 256;
+  std::vector<uint32_t> mask(n), base(n), offset(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t x = (i + 7) * 2654435761u;
+    x ^= x >> 13;
+    mask[i] = i % 5 == 0 ? 0xffffffffu : i % 7 == 0 ? 0 : x * 0x9e3779b9u;
+    base[i] = i % 11 == 0 ? 31 : (x >> 7) % 32;
+    offset[i] = uint32_t(int32_t((x >> 12) % 41) - 20);
+  }
+  const Outcome got = run(k_lane_math_ptx, "lane_math", {mask, base, offset}, 1, n, n * 4, GetParam());
+  ASSERT_TRUE(got.error.empty()) << got.error << "\n" << got.log.substr(0, 3000);
+  for (uint32_t i = 0; i < n; ++i) {
+    EXPECT_EQ(got.out[i * 4], fns_reference(mask[i], base[i], int32_t(offset[i])))
+        << "fns(0x" << std::hex << mask[i] << std::dec << ", " << base[i] << ", "
+        << int32_t(offset[i]) << ")";
+    EXPECT_EQ(got.out[i * 4 + 1], 32u);
+    EXPECT_EQ(got.out[i * 4 + 2], i + 32);
+    EXPECT_EQ(got.out[i * 4 + 3], 0u);
+  }
+}
