@@ -1451,18 +1451,44 @@ private:
     if (in.has_mod("bulk") || in.has_mod("tensor") || in.has_mod("mbarrier")) {
       unsupported("cp.async.bulk and mbarrier-based copies are not supported");
     }
-    // cp.async.ca.shared.global [dst], [src], cp-size{, src-size}
-    if (in.operands.size() < 3 || in.operands.size() > 4) unsupported("cp.async operands");
+    // PTX ISA 9.7.9.25.3.1, cp.async:
+    //   cp.async.ca.shared{::cta}.global{.level::cache_hint}{.level::prefetch_size}
+    //       [dst], [src], cp-size{, src-size | ignore-src}{, cache-policy}
+    // (.cg: cp-size 16 only). The cache hint and prefetch size change nothing here; the cache
+    // policy operand is there exactly when .L2::cache_hint is.
+    const bool hinted = in.has_mod("L2::cache_hint");
+    const size_t base_operands = 3;
+    const size_t n = in.operands.size();
+    if (n < base_operands || n > base_operands + 1 + (hinted ? 1 : 0) ||
+        (hinted && n == base_operands)) {
+      unsupported("cp.async: " + std::to_string(n) + " operands");
+    }
     Insn i = base(in, XOp::cp_async, md);
     i.addr = addr(in.operands[0], ptx::Space::shared);
-    Insn src_side = base(in, XOp::nop, md);
     Addr s = addr(in.operands[1], ptx::Space::global);
-    (void)src_side;
-    i.nsrc = uint8_t(in.operands.size() - 2);
+    if (in.operands[2].kind != Operand::Kind::imm_int) unsupported("cp.async: cp-size must be a constant");
+    const uint64_t cp_size = uint64_t(in.operands[2].value);
+    if (cp_size != 4 && cp_size != 8 && cp_size != 16) {
+      unsupported("cp.async: cp-size " + std::to_string(cp_size) + " (4, 8 or 16)");
+    }
+    if (in.has_mod("cg") && cp_size != 16) unsupported("cp.async.cg: cp-size must be 16");
     i.src[0] = src(in.operands[2], Type::u32);
-    if (in.operands.size() == 4) i.src[1] = src(in.operands[3], Type::u32);
-    // the source address travels in dst[0] (slot) and target (offset low bits) is not enough:
-    // keep it in src[2]/src[3]: src[2] = base register, src[3] = offset immediate
+    i.nsrc = 1;
+    i.mode = k_cp_full;
+    if (n - base_operands - (hinted ? 1 : 0) == 1) {
+      // the fourth operand: src-size (bytes read, the rest zero-filled) or the predicate
+      // ignore-src (true: nothing read, all zero-filled)
+      const Operand& o = in.operands[3];
+      bool predicate = false;
+      if (o.kind == Operand::Kind::reg && !special_register(o.name)) {
+        const Symbol* sym = lookup(o.name);
+        predicate = sym && sym->kind == Symbol::Kind::reg && sym->width == 1;
+      }
+      i.mode = predicate ? k_cp_ignore_src : k_cp_src_size;
+      i.src[1] = src(o, predicate ? Type::pred : Type::u32);
+      i.nsrc = 2;
+    }
+    // the source address: src[2] its base register, src[3] its offset
     i.src[2].kind = s.slot == k_no_slot ? Src::Kind::imm : Src::Kind::reg;
     i.src[2].slot = s.slot;
     i.src[3].kind = Src::Kind::imm;

@@ -2134,17 +2134,27 @@ void BlockRunner::State::exec_memory(const Insn& in, uint32_t widx, uint32_t exe
   const bool vol = in.flags & k_f_volatile;
   const bool sign = ptx::is_signed(in.type);
   if (in.op == XOp::cp_async) {
+    // PTX ISA 9.7.9.25.3.1: both addresses aligned to cp-size; src-size bytes (at most cp-size)
+    // are read, the rest of the destination's cp-size bytes is zero-filled. The copy completes
+    // here, at once, so every commit group is complete when cp.async.wait_group asks.
+    const Addr src_addr{AddrSpace::global,
+                        in.src[2].kind == Src::Kind::reg ? in.src[2].slot : k_no_slot,
+                        int64_t(in.src[3].imm)};
     each(exec, [&](int l) {
-      uint32_t cp = uint32_t(rd(in.src[0], widx, l));
-      uint32_t src_size = in.nsrc == 2 ? uint32_t(rd(in.src[1], widx, l)) : cp;
-      Addr src_addr{AddrSpace::global, in.src[2].kind == Src::Kind::reg ? in.src[2].slot : k_no_slot,
-                    int64_t(in.src[3].imm)};
+      const uint32_t cp = uint32_t(rd(in.src[0], widx, l));
+      uint32_t n = cp;
+      if (in.mode == k_cp_src_size) n = std::min<uint32_t>(uint32_t(rd(in.src[1], widx, l)), cp);
+      else if (in.mode == k_cp_ignore_src && rd(in.src[1], widx, l)) n = 0;
       uint8_t* d = resolve(in.addr, widx, l, cp, true, in);
-      uint32_t n = std::min(src_size, cp);
-      if (n) {
-        uint8_t* s = resolve(src_addr, widx, l, n, false, in);
-        std::memcpy(d, s, n);
+      uint64_t from = uint64_t(src_addr.offset);
+      if (src_addr.slot != k_no_slot) from += R(widx, src_addr.slot)[l];
+      if (from & (cp - 1)) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "misaligned address: %u-byte cp.async from 0x%" PRIx64, cp, from);
+        fault(CUDA_ERROR_MISALIGNED_ADDRESS, buf, in, widx, l);
       }
+      // (aligned to cp-size, any src-size up to it passes resolve()'s alignment check)
+      if (n) std::memcpy(d, resolve(src_addr, widx, l, n, false, in), n);
       if (n < cp) std::memset(d + n, 0, cp - n);
     });
     flush_memory(in, widx, Access::load);
