@@ -20,6 +20,10 @@ constexpr uint64_t k_window_size = 0x0000'0001'0000'0000ull;
 
 constexpr uint32_t k_no_slot = 0xffffffffu;
 
+// Bytes at the start of a thread's local frame that no variable takes, so that every local
+// variable's generic address is non-null (CompiledKernel::local_bytes includes them).
+constexpr uint32_t k_local_frame_reserved = 16;
+
 // Special registers (PTX ISA 10).
 enum class Sreg : uint8_t {
   tid_x, tid_y, tid_z, ntid_x, ntid_y, ntid_z,
@@ -73,6 +77,7 @@ enum class XOp : uint8_t {
   atom, red, fma, rcp, sqrt, rsqrt, sin, cos, lg2, ex2, tanh, bra, exit, bar, bar_arrive,
   bar_red, bar_warp, shfl, vote, match, activemask, redux, trap, dp4a, dp2a, cp_async,
   elect, szext, fns,
+  printf, // the device runtime's vprintf (exec_printf.hpp)
 };
 
 // Modifier bits.

@@ -203,7 +203,10 @@ private:
 
   uint32_t alloc_local(uint64_t size, uint32_t align) {
     align = std::max<uint32_t>(align, 1);
-    uint64_t off = (uint64_t(m_k.local_bytes) + align - 1) / align * align;
+    // Nothing lives at offset 0 of a frame: cvta.local keeps 0 a null pointer (exec_convert), so
+    // the generic address of a variable there would be null (vprintf's argument buffer, nvcc's
+    // __local_depot, would read as "no arguments").
+    uint64_t off = (std::max<uint64_t>(m_k.local_bytes, k_local_frame_reserved) + align - 1) / align * align;
     if (off + size > (64u << 20)) unsupported("more than 64 MB of local memory per thread");
     m_k.local_bytes = uint32_t(off + size);
     return uint32_t(off);
@@ -1254,10 +1257,6 @@ private:
     if (!in.guard.empty()) unsupported("guarded calls are not supported");
     const ptx::Function* callee = m_module.function(target->name);
     if (!callee) unsupported("call to unknown function " + std::string(target->name));
-    if (callee->name == "vprintf" || callee->name == "malloc" || callee->name == "free" ||
-        callee->name == "__assertfail") {
-      unsupported("call to " + std::string(callee->name) + " (device runtime) is not supported");
-    }
     const Operand* rets = nullptr;
     const Operand* args = nullptr;
     if (callee->has_returns && !lists.empty() && in.operands[0].kind == Operand::Kind::list) {
@@ -1265,6 +1264,11 @@ private:
       if (lists.size() > 1) args = lists[1];
     } else if (!lists.empty()) {
       args = lists[0];
+    }
+    if (callee->name == "vprintf" && !callee->has_body) return device_printf(in, rets, args);
+    if (callee->name == "vprintf" || callee->name == "malloc" || callee->name == "free" ||
+        callee->name == "__assertfail") {
+      unsupported("call to " + std::string(callee->name) + " (device runtime) is not supported");
     }
     // Bind the callee's parameters to the caller's .param variables (by position).
     Scope binding;
@@ -1296,6 +1300,31 @@ private:
     instance(*callee);
     m_line = line;
     m_scopes.swap(saved);
+  }
+
+  // The device runtime's `vprintf(format, args)` (exec_printf.hpp): the call's .param variables
+  // are in the thread's local frame; src[0] and src[1] hold where its two arguments are, src[2]
+  // where its 32-bit result goes (none: k_no_slot).
+  void device_printf(const ptx::Instruction& in, const Operand* rets, const Operand* args) {
+    auto param_offset = [&](const Operand& a) -> uint64_t {
+      const Symbol* s = a.kind == Operand::Kind::symbol || a.kind == Operand::Kind::reg
+                            ? lookup(a.name)
+                            : nullptr;
+      if (!s || s->kind != Symbol::Kind::local_var) {
+        unsupported("vprintf argument " + std::string(a.name) + " is not a .param variable");
+      }
+      return s->value;
+    };
+    if (!args || args->elems.size() != 2) unsupported("vprintf takes two arguments");
+    if (rets && rets->elems.size() > 1) unsupported("vprintf returns one value");
+    Insn i = base(in, XOp::printf, Mods{});
+    i.nsrc = 3;
+    for (int k = 0; k < 3; ++k) i.src[k].kind = Src::Kind::imm;
+    i.src[0].imm = param_offset(args->elems[0]);
+    i.src[1].imm = param_offset(args->elems[1]);
+    i.src[2].imm = rets && !rets->elems.empty() ? param_offset(rets->elems[0]) : k_no_slot;
+    i.mclass = k_mem_local;
+    emit(i);
   }
 
   void barrier(const ptx::Instruction& in, const Mods& md) {

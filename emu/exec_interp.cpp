@@ -1,6 +1,7 @@
 #include "emu/exec_interp.hpp"
 
 #include "emu/exec_fill.hpp"
+#include "emu/exec_printf.hpp"
 #include "emu/semantics.hpp"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string_view>
 #include <limits>
 #include <tuple>
@@ -1392,6 +1394,10 @@ struct BlockRunner::State {
     }
   }
 
+  void exec_printf(const Insn& in, uint32_t widx, uint32_t exec);
+  // The bytes from generic address `addr` to the end of the memory holding it (an allocation, the
+  // block's shared memory, the lane's local frame), checked as an access of one byte; empty for 0.
+  std::span<const uint8_t> bytes_from(uint64_t addr, uint32_t widx, int lane, const Insn& in);
 
   void exec_arith(const Insn& in, uint32_t widx, uint32_t exec);
   void exec_half(const Insn& in, uint32_t widx, uint32_t exec);
@@ -1436,6 +1442,8 @@ void BlockRunner::State::execute(const Insn& in, uint32_t widx, uint32_t exec) {
     if (b.arrived + exited >= b.expected) release(int(id));
     return;
   }
+  case XOp::printf:
+    return exec_printf(in, widx, exec);
   case XOp::fns:
     each(exec, [&](int l) {
       wr(in.dst[0], widx, l,
@@ -2281,6 +2289,65 @@ void BlockRunner::State::exec_atomic(const Insn& in, uint32_t widx, uint32_t exe
     if (in.op == XOp::atom) wr(in.dst[0], widx, l, old);
   });
   flush_memory(in, widx, Access::atomic);
+}
+
+std::span<const uint8_t> BlockRunner::State::bytes_from(uint64_t addr, uint32_t widx, int lane,
+                                                       const Insn& in) {
+  if (addr == 0) return {};
+  const Addr a{AddrSpace::generic, k_no_slot, int64_t(addr)};
+  const uint8_t* p = resolve(a, widx, lane, 1, false, in, false);
+  const uint64_t window = addr & ~(k_window_size - 1);
+  const uint8_t* end = nullptr;
+  if (window == k_shared_window) end = shared.data() + shared_size;
+  else if (window == k_local_window)
+    end = local.data() + size_t(widx * k_lanes + uint32_t(lane) + 1) * k.local_bytes;
+  else if (window == k_param_window) end = L.params + L.kernel->param_bytes;
+  else end = reinterpret_cast<const uint8_t*>(last_alloc->base + last_alloc->size);
+  return {p, size_t(end - p)};
+}
+
+// vprintf(format, args) for each lane, lowest first: the record is formatted now (exec_printf.hpp)
+// and kept with the block's; the driver prints a launch's records in block order at the next
+// synchronization, as many as CU_LIMIT_PRINTF_FIFO_SIZE holds.
+void BlockRunner::State::exec_printf(const Insn& in, uint32_t widx, uint32_t exec) {
+  each(exec, [&](int l) {
+    uint8_t* frame = local.data() + size_t(widx * k_lanes + uint32_t(l)) * k.local_bytes;
+    uint64_t format_addr = 0, args_addr = 0;
+    std::memcpy(&format_addr, frame + in.src[0].imm, 8);
+    std::memcpy(&args_addr, frame + in.src[1].imm, 8);
+    auto read_string = [&](uint64_t addr) -> std::optional<std::string> {
+      const auto bytes = bytes_from(addr, widx, l, in);
+      const void* nul = std::memchr(bytes.data(), 0, bytes.size());
+      if (!nul) {
+        char buf[128];
+        std::snprintf(buf, sizeof buf,
+                      "illegal address: printf reads a string at 0x%" PRIx64
+                      " that does not end inside its memory",
+                      addr);
+        fault(CUDA_ERROR_ILLEGAL_ADDRESS, buf, in, widx, l);
+      }
+      return std::string(reinterpret_cast<const char*>(bytes.data()),
+                         static_cast<const uint8_t*>(nul) - bytes.data());
+    };
+    int32_t value = -1;
+    if (format_addr != 0) {
+      const std::string format = *read_string(format_addr);
+      DevicePrintResult r = format_device_printf(format, bytes_from(args_addr, widx, l, in), read_string);
+      value = r.value;
+      // A launch keeps what the FIFO could hold after its own blocks' records, bounded
+      // launch-wide so that a kernel printing without end cannot exhaust the host's memory.
+      const uint64_t bytes = r.record.fifo_bytes;
+      if (res.print_bytes + bytes <= L.print_fifo_bytes &&
+          L.print_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes <=
+              k_print_launch_factor * L.print_fifo_bytes) {
+        res.print_bytes += bytes;
+        res.prints.push_back(std::move(r.record));
+      } else {
+        ++res.prints_dropped;
+      }
+    }
+    if (in.src[2].imm != k_no_slot) std::memcpy(frame + in.src[2].imm, &value, 4);
+  });
 }
 
 void BlockRunner::State::exec_warp(const Insn& in, uint32_t widx, uint32_t exec) {

@@ -223,6 +223,7 @@ public:
     shared.instruction_budget = r.instruction_budget ? r.instruction_budget : default_budget();
     shared.schedule_seed = r.schedule_seed;
     shared.fill_seed = r.fill_seed;
+    shared.print_fifo_bytes = r.print_fifo_bytes;
 
     const uint64_t blocks = g.count();
     const auto [registers, from_ptxas] = m_resources->registers(m_code.name);
@@ -254,6 +255,7 @@ public:
     std::vector<std::unique_ptr<BlockRunner>> runners(reference ? 0 : workers);
     std::vector<std::unique_ptr<ReferenceBlockRunner>> reference_runners(reference ? workers : 0);
     std::mutex merge;
+    std::vector<std::pair<uint64_t, std::vector<DevicePrint>>> prints; // by block
     uint64_t fail_block = UINT64_MAX;
     BlockResult failure;
     const BlockOrder order(blocks, r.schedule_seed);
@@ -295,6 +297,8 @@ public:
       out.thread_instructions += br.thread_instructions;
       out.memory_sectors += br.memory_sectors;
       out.compiled_warp_instructions += br.compiled_warp_instructions;
+      out.prints_dropped += br.prints_dropped;
+      if (!br.prints.empty()) prints.emplace_back(i, std::move(br.prints));
     };
     if (r.cooperative) {
       std::vector<std::thread> threads;
@@ -318,6 +322,11 @@ public:
       out.status = failure.status;
       out.message = failure.message;
     }
+    // printf records in block order, as a GPU whose blocks ran one after another would give them
+    std::sort(prints.begin(), prints.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [block, records] : prints)
+      for (auto& p : records) out.prints.push_back(std::move(p));
     if (out.path == ExecPath::interpreter) m_jit.interpreted(out.thread_instructions);
     const cost::Breakdown m = model.finish(registers, from_ptxas);
     out.modeled_ns = cost::cycles_to_ns(m.total_cycles);
