@@ -1185,12 +1185,23 @@ struct BlockRunner::State {
         if (w.bar[l] == k_sync_wait && w.pc[l] == pc) here |= 1u << l;
       });
     }
-    uint32_t arrived = exec | here;
-    if (need & ~arrived) {
+    const uint32_t arrived = exec | here;
+    uint32_t go = 0;
+    if (mask_src.kind != Src::Kind::reg) {
+      const uint32_t need = uint32_t(rd(mask_src, widx, 0)) & w.alive;
+      go = need & ~arrived ? 0 : arrived;
+    } else {
+      const uint64_t* m = R(widx, mask_src.slot);
+      each(arrived, [&](int l) {
+        if (!(uint32_t(m[l]) & w.alive & ~arrived)) go |= 1u << l;
+      });
+    }
+    const uint32_t wait = exec & ~go;
+    if (wait) {
       // wait at this instruction; lanes whose guard is false move on
       diverge(w);
-      w.waiting |= exec;
-      each(exec, [&](int l) {
+      w.waiting |= wait;
+      each(wait, [&](int l) {
         w.bar[l] = k_sync_wait;
         w.pc[l] = pc;
       });
