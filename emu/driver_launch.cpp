@@ -28,8 +28,6 @@ constexpr uint32_t k_max_blocks_per_sm = 32;
 // much of the launch it executed: the rest is what it left to the interpreter.
 std::string path_note(const LaunchOutcome& o) {
   switch (o.path) {
-  case ExecPath::reference:
-    return "; reference path";
   case ExecPath::compiled:
     return "; compiled code, " + std::to_string(o.compiled_warp_instructions) + " of " +
            std::to_string(o.warp_instructions) + " warp instructions";

@@ -108,20 +108,4 @@ private:
   std::unique_ptr<State> m_state;
 };
 
-// The same interpreter before its fast path (exec_interp_reference.cpp): identical results and
-// modeled times, slower. Chosen per launch by HONE_EMU_EXEC=reference (emu/exec_jit.hpp).
-class ReferenceBlockRunner {
-public:
-  explicit ReferenceBlockRunner(LaunchShared& launch);
-  ~ReferenceBlockRunner();
-  ReferenceBlockRunner(const ReferenceBlockRunner&) = delete;
-  ReferenceBlockRunner& operator=(const ReferenceBlockRunner&) = delete;
-
-  BlockResult run(uint64_t block_linear);
-
-private:
-  struct State;
-  std::unique_ptr<State> m_state;
-};
-
 } // namespace hone::emu

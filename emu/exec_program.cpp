@@ -247,13 +247,9 @@ public:
     // one host thread each (the driver checked that the grid fits the device at once).
     const unsigned workers = r.cooperative ? unsigned(blocks) : pool_workers();
     const ExecMode mode = execution_mode();
-    const bool reference = mode == ExecMode::reference;
-    shared.code = reference ? nullptr : m_jit.for_launch(m_code, mode, blocks * b.count());
-    out.path = reference     ? ExecPath::reference
-               : shared.code ? ExecPath::compiled
-                             : ExecPath::interpreter;
-    std::vector<std::unique_ptr<BlockRunner>> runners(reference ? 0 : workers);
-    std::vector<std::unique_ptr<ReferenceBlockRunner>> reference_runners(reference ? workers : 0);
+    shared.code = m_jit.for_launch(m_code, mode, blocks * b.count());
+    out.path = shared.code ? ExecPath::compiled : ExecPath::interpreter;
+    std::vector<std::unique_ptr<BlockRunner>> runners(workers);
     std::mutex merge;
     std::vector<std::pair<uint64_t, std::vector<DevicePrint>>> prints; // by block
     uint64_t fail_block = UINT64_MAX;
@@ -265,12 +261,7 @@ public:
       const uint64_t i = order.at(position);
       if (shared.abort.load(std::memory_order_relaxed)) return;
       try {
-        if (reference) {
-          if (!reference_runners[w])
-            reference_runners[w] = std::make_unique<ReferenceBlockRunner>(shared);
-        } else if (!runners[w]) {
-          runners[w] = std::make_unique<BlockRunner>(shared);
-        }
+        if (!runners[w]) runners[w] = std::make_unique<BlockRunner>(shared);
       } catch (const std::bad_alloc&) {
         std::lock_guard lock(merge);
         if (i < fail_block) {
@@ -281,7 +272,7 @@ public:
         shared.abort = true;
         return;
       }
-      BlockResult br = reference ? reference_runners[w]->run(i) : runners[w]->run(i);
+      BlockResult br = runners[w]->run(i);
       std::lock_guard lock(merge);
       if (br.status) {
         if (i < fail_block) {

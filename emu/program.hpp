@@ -108,7 +108,7 @@ struct ModeledCost {
   std::string bound;               // the largest term: "issue", "latency", "L1", "L2" or "DRAM"
 };
 
-enum class ExecPath : uint8_t { interpreter, reference, compiled };
+enum class ExecPath : uint8_t { interpreter, compiled };
 
 // One device printf record (emu/exec_printf.hpp) as it reaches the printf FIFO.
 struct DevicePrint {
@@ -124,7 +124,7 @@ struct LaunchOutcome {
   uint64_t thread_instructions = 0;
   uint64_t memory_sectors = 0;
   ModeledCost cost;
-  // Which path executed it (emu/exec_jit.hpp): the interpreter, its reference path, or the
+  // Which path executed it (emu/exec_jit.hpp): the interpreter, or the
   // kernel's compiled code (with the interpreter for what that code leaves to it).
   ExecPath path = ExecPath::interpreter;
   uint64_t compiled_warp_instructions = 0; // of warp_instructions, those compiled code executed
