@@ -5,6 +5,8 @@
 // none read: a copy at the end of a buffer may name bytes past it), the ignore-src predicate, and
 // cp.async.commit_group / wait_group / wait_all. Copies complete when issued here, so every group
 // is complete whenever a thread waits.
+#include "primary_context.hpp"
+
 #include <cuda.h>
 #include <gtest/gtest.h>
 
@@ -20,18 +22,7 @@ namespace {
 constexpr uint32_t k_threads = 64;
 constexpr uint32_t k_pattern = 0xaaaaaaaa; // what shared memory holds where nothing was copied
 
-CUresult use_context() {
-  static CUcontext ctx = nullptr;
-  static CUresult status = [] {
-    CUresult r = cuInit(0);
-    CUdevice dev = 0;
-    if (r == CUDA_SUCCESS) r = cuDeviceGet(&dev, 0);
-    if (r == CUDA_SUCCESS) r = cuDevicePrimaryCtxRetain(&ctx, dev);
-    return r;
-  }();
-  if (status != CUDA_SUCCESS) return status;
-  return cuCtxSetCurrent(ctx);
-}
+CUresult use_context() { return hone::test::use_primary_context(); }
 
 // Thread t fills its 16 bytes of shared memory with the pattern, copies with `copy` from
 // src + t * 16 (%rs: its global address; %rp: a cache policy; %rn: t % 17, a src-size; %pi: t odd,

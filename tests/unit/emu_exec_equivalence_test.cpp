@@ -12,6 +12,7 @@
 // and retry counts that depend on how blocks on several threads interleave, on either path.
 #include "corpus.hpp"
 #include "corpus_launch.hpp"
+#include "primary_context.hpp"
 
 #include <cuda.h>
 #include <gtest/gtest.h>
@@ -63,18 +64,7 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
          (info.param.seed ? std::string("_seed") + info.param.seed : std::string());
 }
 
-CUresult use_context() {
-  static CUcontext ctx = nullptr;
-  static CUresult status = [] {
-    CUresult r = cuInit(0);
-    CUdevice dev = 0;
-    if (r == CUDA_SUCCESS) r = cuDeviceGet(&dev, 0);
-    if (r == CUDA_SUCCESS) r = cuDevicePrimaryCtxRetain(&ctx, dev);
-    return r;
-  }();
-  if (status != CUDA_SUCCESS) return status;
-  return cuCtxSetCurrent(ctx);
-}
+CUresult use_context() { return hone::test::use_primary_context(); }
 
 // One run on `path`; `log` gets what the driver wrote to stderr meanwhile.
 CorpusRunResult run_with(const char* path, const Case& c, const std::string& ptx,

@@ -10,6 +10,8 @@
 // Before this was fixed, a converged warp ran the instruction once with the first lane's
 // membermask for every lane, so cg::reduce over a labeled partition returned the maximum of the
 // whole warp (issue 31).
+#include "primary_context.hpp"
+
 #include <cuda.h>
 #include <gtest/gtest.h>
 
@@ -31,18 +33,7 @@ constexpr uint32_t k_n = k_threads * k_blocks;
 constexpr uint32_t k_out = 24;      // result words per thread
 constexpr uint32_t k_none = 0xdeadbeef;
 
-CUresult use_context() {
-  static CUcontext ctx = nullptr;
-  static CUresult status = [] {
-    CUresult r = cuInit(0);
-    CUdevice dev = 0;
-    if (r == CUDA_SUCCESS) r = cuDeviceGet(&dev, 0);
-    if (r == CUDA_SUCCESS) r = cuDevicePrimaryCtxRetain(&ctx, dev);
-    return r;
-  }();
-  if (status != CUDA_SUCCESS) return status;
-  return cuCtxSetCurrent(ctx);
-}
+CUresult use_context() { return hone::test::use_primary_context(); }
 
 // The partition kernel. Thread i takes part when part[i] is non-zero (a divergent branch: the
 // others jump past), and then, as cg::labeled_partition(cg::coalesced_threads(), bucket[i]) does,
