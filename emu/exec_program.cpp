@@ -95,6 +95,11 @@ public:
       m_registers = kernel_registers(m_ptx, m_options);
       m_ptx.clear();
       m_ptx.shrink_to_fit();
+      if (!m_registers.lowered_version.empty()) {
+        log(LogLevel::info, "cost model: ptxas refused a module's newer PTX ISA version; its "
+                            "register counts are ptxas's for the module declaring .version " +
+                                m_registers.lowered_version);
+      }
       if (!m_registers.error.empty()) {
         log(LogLevel::warn, "cost model: no register counts for a module (" + m_registers.error +
                                 "); assuming " + std::to_string(k_fallback_registers) +
