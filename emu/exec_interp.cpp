@@ -2347,10 +2347,11 @@ void BlockRunner::State::exec_printf(const Insn& in, uint32_t widx, uint32_t exe
       value = r.value;
       // A launch keeps what the FIFO could hold after its own blocks' records, bounded
       // launch-wide so that a kernel printing without end cannot exhaust the host's memory.
-      const uint64_t bytes = r.record.fifo_bytes;
+      const uint64_t bytes = r.record.fifo_bytes, text = r.record.text.size();
       if (res.print_bytes + bytes <= L.print_fifo_bytes &&
           L.print_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes <=
-              k_print_launch_factor * L.print_fifo_bytes) {
+              k_print_launch_factor * L.print_fifo_bytes &&
+          L.print_text.fetch_add(text, std::memory_order_relaxed) + text <= k_print_launch_text) {
         res.print_bytes += bytes;
         res.prints.push_back(std::move(r.record));
       } else {

@@ -71,12 +71,16 @@ struct LaunchShared {
   // (CU_LIMIT_PRINTF_FIFO_SIZE less what earlier launches buffered), and what its blocks recorded.
   uint64_t print_fifo_bytes = 0;
   std::atomic<uint64_t> print_bytes{0};
+  std::atomic<uint64_t> print_text{0}; // bytes of formatted text they hold
 };
 
 // A launch's blocks record printf output until their records together take this many times the
 // FIFO space left: more could never be printed (the driver keeps a FIFO's worth in block order),
 // and which blocks reach the bound first depends on the order they ran in.
 constexpr uint64_t k_print_launch_factor = 16;
+// ...and while their formatted text stays under this (a width of 65536 in every record of a full
+// FIFO would otherwise be gigabytes of text).
+constexpr uint64_t k_print_launch_text = 256ull << 20;
 
 struct BlockResult {
   int status = 0; // CUresult

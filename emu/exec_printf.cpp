@@ -1,5 +1,6 @@
 #include "emu/exec_printf.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -15,15 +16,19 @@ constexpr int k_max_args = 32;
 bool is_conversion(char c) { return c && std::strchr("cdiouxXpeEfFgGaAs", c) != nullptr; }
 bool is_float_conversion(char c) { return std::strchr("eEfFgGaA", c) != nullptr; }
 
-// snprintf into a string of whatever length it needs.
+// One conversion's text is cut at this many bytes: a width or precision a kernel computes
+// (`%*d` with 2^30) must not make the driver allocate gigabytes inside someone's process.
+constexpr size_t k_max_conversion = 1u << 16;
+
+// snprintf into a string of the length it needs, at most k_max_conversion.
 template <class T> std::string host_format(const std::string& spec, T value) {
   char small[256];
   const int n = std::snprintf(small, sizeof small, spec.c_str(), value);
   if (n < 0) return {};
   if (size_t(n) < sizeof small) return std::string(small, size_t(n));
-  std::string out(size_t(n) + 1, '\0');
+  std::string out(std::min(size_t(n), k_max_conversion) + 1, '\0');
   std::snprintf(out.data(), out.size(), spec.c_str(), value);
-  out.resize(size_t(n));
+  out.pop_back();
   return out;
 }
 
