@@ -183,6 +183,11 @@ struct Context {
   std::set<Handle> events;
   std::array<size_t, CU_LIMIT_MAX> limits{};
   CUfunc_cache cache_config = CU_FUNC_CACHE_PREFER_NONE;
+  // Device printf (emu/driver_printf.cpp): the text of the records waiting for the next flush,
+  // the FIFO bytes they take, and the records that did not fit since the last flush.
+  std::string printf_pending;
+  uint64_t printf_used = 0;
+  uint64_t printf_dropped = 0;
 
   // The owner key of the device memory this context frees with itself.
   const void* memory_owner() const { return reinterpret_cast<const void*>(handle); }
@@ -312,6 +317,17 @@ uint64_t op_start(Registry& r, Context& ctx, const Stream& s);
 void op_finish(Stream& s, uint64_t end_ns);
 // The host waited until `t_ns` (a synchronization or a synchronous copy).
 void host_waits(Context& ctx, uint64_t t_ns);
+
+// --- device printf (emu/driver_printf.cpp; call with the registry locked) ----------------------
+
+// The printf FIFO bytes left for the next launch's records.
+uint64_t printf_room(const Context& ctx);
+// Keep a launch's printf records, as many as the FIFO holds (the rest are dropped).
+void printf_append(Context& ctx, LaunchOutcome& outcome);
+// Print what the FIFO holds to stdout and empty it: at the flush points CUDA documents (host
+// synchronization, blocking copies, launches, module loads and unloads, context destruction,
+// host functions).
+void printf_flush(Context& ctx);
 
 // --- the copy and memset cost model (emu/README.md, "Cost model: copies and streams") ----------
 

@@ -122,6 +122,7 @@ CUresult load_module(CUmodule* out, const std::string& ptx, const std::string& n
     Context* ctx = nullptr;
     if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
     ctx_handle = ctx->handle;
+    printf_flush(*ctx); // module loads flush device printf's FIFO
   }
   // Parsing may take a while for large modules: other threads keep going meanwhile.
   auto program = Program::load(ptx, name, nullptr, options);
@@ -555,6 +556,7 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
     if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
     Module* mod = r.module(from_cu(hmod));
     if (mod == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    printf_flush(*ctx); // and unloads
     for (const auto& [name, f] : mod->functions) r.functions.erase(f);
     if (Library* lib = r.library(mod->library)) lib->modules.erase(mod->ctx);
     if (Context* owner = r.context(mod->ctx)) owner->modules.erase(mod->handle);
