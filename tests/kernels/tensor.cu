@@ -23,7 +23,7 @@
 #define TC_MAX_WARPS 32 // 1024 threads: one private 16 x 16 A and B tile per warp
 
 // hone-expect hgemm_mma_f16: A=r B=r C=w M=- N=- K=-
-// hone-run hgemm_mma_f16: 1D grid (any), 1D block of a multiple of 32 up to 1024 (a warp that is not full exits at once: fewer than 32 threads compute nothing); C[MxN] (f32) = A[MxK] * B[KxN] (halves, row-major), any M, N, K (tails zero-padded): one 16x16 tile of C per warp, tiles (ceil(M/16) * ceil(N/16), row-major) grid-strided over the grid's full warps; per 16-wide k step the warp stages A and B into its own shared tiles, ldmatrix.x4 (B with .trans) and two mma.sync m16n8k16 .f32.f16.f16.f32 (sm_75: fmaf over k). Exact where the sums are (small integers); else within K 2^-23 sum_k |a b|
+// hone-run hgemm_mma_f16: 1D grid (any), 1D block of a multiple of 32 up to 1024 (a warp that is not full exits at once: fewer than 32 threads compute nothing); C[MxN] (f32) = A[MxK] * B[KxN] (halves, row-major), any M, N, K (tails zero-padded): one 16x16 tile of C per warp, tiles (ceil(M/16) * ceil(N/16), row-major) grid-strided over the grid's full warps; per 16-wide k step the warp stages A and B into its own shared tiles, ldmatrix.x4 (B with .trans) and two mma.sync m16n8k16 .f32.f16.f16.f32 (sm_75: fmaf over k). Exact where the sums are (small integers); else within K 2^-22 sum_k |a b| of the exact sum
 extern "C" __global__ void hgemm_mma_f16(const __half* A, const __half* B, float* C, int M, int N, int K)
 {
     __shared__ __align__(16) __half sA[TC_MAX_WARPS][16][16];
@@ -105,7 +105,7 @@ __device__ __forceinline__ unsigned fa_pack(float lo, float hi)
 }
 
 // hone-expect flash_attn_tile_f16: Q=r K=r V=r O=w n_q=- n_kv=- scale=-
-// hone-run flash_attn_tile_f16: 1D grid (any), 1D block 128 (any size: min(blockDim.x/32, 4) full warps compute 16 query rows each, other threads only stage; fewer than 32 threads compute nothing); one head, d = 64: O[n_q x 64] (f32) = softmax(scale * Q K^T) V, Q [n_q x 64], K and V [n_kv x 64] halves, row-major; query blocks grid-strided over blocks; per 32-key tile K and V staged with cp.async (sm_75: uint4 loads, keys >= n_kv zero), S by mma (K via ldmatrix), masked, online softmax in f32 with exp2f and quad shuffles, P rounded to half as the A fragment, O += P V by mma (V via ldmatrix.trans); O = 0 when n_kv = 0. Within 2^-10 sum_j p_j |v_j| / sum_j p_j + 2^-20 of the double reference
+// hone-run flash_attn_tile_f16: 1D grid (any), 1D block 128 (any size: min(blockDim.x/32, 4) full warps compute 16 query rows each, other threads only stage; fewer than 32 threads compute nothing); one head, d = 64: O[n_q x 64] (f32) = softmax(scale * Q K^T) V, Q [n_q x 64], K and V [n_kv x 64] halves, row-major; query blocks grid-strided over blocks; per 32-key tile K and V staged with cp.async (sm_75: uint4 loads, keys >= n_kv zero), S by mma (K via ldmatrix), masked, online softmax in f32 with exp2f and quad shuffles, P rounded to half as the A fragment, O += P V by mma (V via ldmatrix.trans); O = 0 when n_kv = 0. Within (2^-10 sum_j p_j |v_j| + 2^-24 sum_j |v_j|) / sum_j p_j of the double reference (p_j = exp(s_j - max s))
 extern "C" __global__ void flash_attn_tile_f16(const __half* Q, const __half* K, const __half* V, float* O, int n_q,
                                                int n_kv, float scale)
 {
