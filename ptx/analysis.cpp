@@ -980,6 +980,7 @@ EntryInfo analyze_entry(const Module& module, const Function& entry) {
     }
   }
   info.special_registers.assign(sregs.begin(), sregs.end());
+  info.external_dependences = external_dependences(module, entry);
   for (const auto& [t, n] : regs) {
     info.registers.push_back({t, n});
     info.total_registers += n;
