@@ -534,6 +534,10 @@ struct ReferenceBlockRunner::State {
 
   // ---- registers --------------------------------------------------------------------------------
 
+  uint64_t globaltimer(uint32_t warp) const {
+    return L.globaltimer_ns + warps[warp].cycles * 1'000'000 / DeviceLimits::k_clock_khz;
+  }
+
   uint64_t sreg(Sreg s, uint32_t warp, int lane) const {
     uint32_t t = warp * k_lanes + uint32_t(lane);
     uint32_t bx = L.block.x, by = L.block.y;
@@ -564,11 +568,11 @@ struct ReferenceBlockRunner::State {
     case Sreg::clock: return uint32_t(warps[warp].cycles);
     case Sreg::clock_hi: return uint32_t(warps[warp].cycles >> 32);
     case Sreg::clock64: return warps[warp].cycles;
-    case Sreg::globaltimer: return warps[warp].cycles * 1'000'000 / DeviceLimits::k_clock_khz;
-    case Sreg::globaltimer_lo:
-      return uint32_t(warps[warp].cycles * 1'000'000 / DeviceLimits::k_clock_khz);
-    case Sreg::globaltimer_hi:
-      return uint32_t((warps[warp].cycles * 1'000'000 / DeviceLimits::k_clock_khz) >> 32);
+    // A global nanosecond clock (PTX ISA, "Special Registers: %globaltimer"): the launch's start
+    // (LaunchRequest::globaltimer_ns) plus the warp's modeled cycles in ns.
+    case Sreg::globaltimer: return globaltimer(warp);
+    case Sreg::globaltimer_lo: return uint32_t(globaltimer(warp));
+    case Sreg::globaltimer_hi: return uint32_t(globaltimer(warp) >> 32);
     case Sreg::total_smem_size:
     case Sreg::aggr_smem_size: return shared_size;
     case Sreg::dynamic_smem_size: return L.dynamic_shared_bytes;

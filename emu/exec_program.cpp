@@ -223,6 +223,7 @@ public:
     shared.instruction_budget = r.instruction_budget ? r.instruction_budget : default_budget();
     shared.schedule_seed = r.schedule_seed;
     shared.fill_seed = r.fill_seed;
+    shared.globaltimer_ns = r.globaltimer_ns;
 
     const uint64_t blocks = g.count();
     const auto [registers, from_ptxas] = m_resources->registers(m_code.name);
