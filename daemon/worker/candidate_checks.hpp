@@ -26,7 +26,8 @@ namespace hone::worker {
 //  - names f16, bf16, tf32 or fp8 types the original, f32 or f64 code, never names, unless the
 //    original moves elements of that size through its pointers (precision-downgrade).
 // Refuses only what the analysis traces for certain, except before a griddepcontrol.wait, where
-// what it cannot trace is refused; nullopt otherwise.
+// what it cannot trace is refused, and for external-state, where a dependence the analysis cannot
+// rule out is refused (it errs on the side of "depends"); nullopt otherwise.
 std::optional<Failure> check_candidate(const ptx::EntryInfo& original,
                                        const ptx::EntryInfo& candidate);
 
