@@ -18,6 +18,14 @@
 namespace hone::ptx {
 
 std::optional<External> external_kind(std::string_view name) {
+  // Called for every register operand: most (%r1, %rd2, %f3, %p4) fail on their second letter.
+  if (name.size() < 4 || name[0] != '%') return std::nullopt;
+  switch (name[1]) {
+  case 'c': case 'g': case 's': case 'n': case 'w': case 'e': break;
+  case 'p': if (name[2] != 'm') return std::nullopt; break;
+  case 'r': if (name[2] != 'e') return std::nullopt; break;
+  default: return std::nullopt;
+  }
   auto base = name.substr(0, name.find('.'));
   if (base == "%clock" || base == "%clock_hi" || base == "%clock64") return External::clock;
   if (base == "%globaltimer" || base == "%globaltimer_lo" || base == "%globaltimer_hi")
