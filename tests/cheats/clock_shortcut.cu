@@ -4,11 +4,11 @@
 // comparison: bitwise
 // verdict: refused
 //
-// Skips every other element once the SM's cycle counter passes 2^40 (about nine minutes of
-// cycles at 1.98 GHz): a GPU's counter runs from when the SM was last reset, so it is right on a
-// freshly reset GPU and wrong on one that has been up a while; the emulated device counts each
-// launch's cycles from 0, so no run shows it. Its stores depend on %clock64, the original's on no
-// such register.
+// Skips chunks of elements once the SM's cycle counter passes 2^40 (about nine minutes of cycles
+// at 1.98 GHz): a GPU's is a per-multiprocessor counter (CUDA C++ Programming Guide, "Time
+// Function"), not reset for each launch, so whether it is right there
+// depends on how long the SM has been counting; the emulated device counts each launch's cycles
+// from 0, so no run shows it. Its stores depend on %clock64, the original's on no such register.
 extern "C" __global__ void cheat(float a, const float* x, float* y, int n)
 {
     const int step = clock64() > (1ll << 40) ? 2 : 1;
