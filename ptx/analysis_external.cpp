@@ -21,10 +21,21 @@ std::optional<External> external_kind(std::string_view name) {
   // Called for every register operand: most (%r1, %rd2, %f3, %p4) fail on their second letter.
   if (name.size() < 4 || name[0] != '%') return std::nullopt;
   switch (name[1]) {
-  case 'c': case 'g': case 's': case 'n': case 'w': case 'e': break;
-  case 'p': if (name[2] != 'm') return std::nullopt; break;
-  case 'r': if (name[2] != 'e') return std::nullopt; break;
-  default: return std::nullopt;
+  case 'c':
+  case 'g':
+  case 's':
+  case 'n':
+  case 'w':
+  case 'e':
+    break;
+  case 'p':
+    if (name[2] != 'm') return std::nullopt;
+    break;
+  case 'r':
+    if (name[2] != 'e') return std::nullopt;
+    break;
+  default:
+    return std::nullopt;
   }
   auto base = name.substr(0, name.find('.'));
   if (base == "%clock" || base == "%clock_hi" || base == "%clock64") return External::clock;
@@ -56,11 +67,16 @@ std::optional<External> external_kind(std::string_view name) {
 
 std::string_view external_text(External kind) {
   switch (kind) {
-  case External::clock: return "the SM's cycle counter";
-  case External::timer: return "the global nanosecond timer";
-  case External::counters: return "a performance counter";
-  case External::placement: return "where the thread runs (its SM or warp) or which launch it is";
-  case External::driver: return "a value the driver sets up";
+  case External::clock:
+    return "the SM's cycle counter";
+  case External::timer:
+    return "the global nanosecond timer";
+  case External::counters:
+    return "a performance counter";
+  case External::placement:
+    return "where the thread runs (its SM or warp) or which launch it is";
+  case External::driver:
+    return "a value the driver sets up";
   }
   return "?";
 }
@@ -238,11 +254,11 @@ struct FnState {
   std::vector<std::vector<uint32_t>> succ; // per statement
   std::vector<uint32_t> ipdom;             // per node (n + 1): the immediate post-dominator
   std::unordered_map<std::string_view, uint32_t> regs;
-  std::vector<Mask> taint;                 // per register id
-  std::vector<Mask> ctl;                   // per statement: what decides whether it executes
-  std::vector<Origin> ctl_origin;          // one branch that does
-  std::vector<Mask> pushed;                // per branch: bits already spread over its region
-  Mask incoming = 0;                       // what decides whether some call of it executes
+  std::vector<Mask> taint;        // per register id
+  std::vector<Mask> ctl;          // per statement: what decides whether it executes
+  std::vector<Origin> ctl_origin; // one branch that does
+  std::vector<Mask> pushed;       // per branch: bits already spread over its region
+  Mask incoming = 0;              // what decides whether some call of it executes
   Origin incoming_origin;
   // It may end the thread (exit, trap, or a call that may): then what follows a call of it in the
   // caller executes only if it did not, as decided by exit_taint.
@@ -435,7 +451,8 @@ private:
     std::string_view name;
     auto fns = targets(inst, known, name);
     if (!known) return name != "vprintf" && name != "malloc" && name != "free";
-    return std::any_of(fns.begin(), fns.end(), [&](const Function* g) { return state(g).may_exit; });
+    return std::any_of(fns.begin(), fns.end(),
+                       [&](const Function* g) { return state(g).may_exit; });
   }
 
   void find_exits() {
@@ -697,9 +714,8 @@ private:
   void call(FnState& s, uint32_t k, const Instruction& inst, Mask ctl) {
     size_t at = 0;
     call_target(inst, at);
-    const Operand* rets = at > 0 && inst.operands[0].kind == Operand::Kind::list
-                              ? &inst.operands[0]
-                              : nullptr;
+    const Operand* rets =
+        at > 0 && inst.operands[0].kind == Operand::Kind::list ? &inst.operands[0] : nullptr;
     const Operand* args = nullptr;
     for (size_t i = at + 1; i < inst.operands.size(); ++i) {
       if (inst.operands[i].kind == Operand::Kind::list) {
@@ -716,10 +732,9 @@ private:
       FnState& callee = state(g);
       if ((callee.incoming | ctl) != callee.incoming) {
         if (!callee.incoming) {
-          callee.incoming_origin =
-              !inst.guard.empty() && reg(s, inst.guard) ? Origin{s.f, k}
-              : s.ctl[k]                                ? s.ctl_origin[k]
-                                                        : s.incoming_origin;
+          callee.incoming_origin = !inst.guard.empty() && reg(s, inst.guard) ? Origin{s.f, k}
+                                   : s.ctl[k]                                ? s.ctl_origin[k]
+                                                                             : s.incoming_origin;
         }
         callee.incoming |= ctl;
         m_changed = true;
@@ -846,10 +861,10 @@ private:
           // Whether it executes at all first: what a dependent branch decides also makes every
           // register written after it dependent, the values stored included.
           using Via = ExternalDependence::Via;
-          d.via = (e->guard & b)     ? Via::guard
-                  : (e->branch & b)  ? Via::branch
-                  : (e->value & b)   ? Via::value
-                                     : Via::address;
+          d.via = (e->guard & b)    ? Via::guard
+                  : (e->branch & b) ? Via::branch
+                  : (e->value & b)  ? Via::value
+                                    : Via::address;
           if (d.via == Via::branch) {
             Origin o = (s.ctl[k] & b) ? s.ctl_origin[k] : s.incoming_origin;
             if (o.f) {
