@@ -569,6 +569,13 @@ const Key k_keys[] = {
             "device memory (state kept across launches), computes in a narrower floating-point\n"
             "type than the original, or writes through a pointer the original only reads.\n"
             "Off only to test the defences behind them (the shadow checks)."},
+    {.section = "validation", .name = "gpu_scrub", .kind = Kind::boolean,
+     .field = HONE_FIELD(validation.gpu_scrub),
+     .doc = "On a GPU, before each validation run, fill every SM's shared memory and the\n"
+            "local-memory window with seeded garbage, different between the runs, so that a\n"
+            "candidate reading memory it never wrote gives different results (a\n"
+            "nondeterministic verdict) instead of what the previous kernel left there. The\n"
+            "emulated device does this itself at every launch. Off only to test the defence."},
     {.section = "agent", .name = "strategies", .kind = Kind::string_list,
      .field = HONE_FIELD(agent.strategies),
      .check = check_strategy,

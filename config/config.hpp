@@ -96,6 +96,7 @@ struct ValidationConfig {
   double f16_rel = 1e-2, f16_abs = 1e-3;
   uint32_t shadow_every = 10000;    // served launches between shadow checks, per process; 0: off
   bool static_checks = true;        // refuse module-scope writes, precision downgrades, ... early
+  bool gpu_scrub = true;            // seeded garbage in shared and local memory before each run
   bool operator==(const ValidationConfig&) const = default;
 };
 

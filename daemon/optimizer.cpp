@@ -389,6 +389,7 @@ void Optimizer::start_job(JobEntry& job) {
   j.bench.noise_factor = val.noise_factor;
   j.bench.suspicious = val.suspicious_speedup;
   j.static_checks = val.static_checks;
+  j.gpu_scrub = val.gpu_scrub;
   j.check = job.candidate.check;
   // Proven only on the captured launches: unless the candidate says which launches it may serve,
   // it serves only their block shape (a kernel correct only at that shape never meets another).

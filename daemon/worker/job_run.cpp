@@ -463,6 +463,18 @@ JobOutcome JobRun::finish(std::optional<Failure> f) {
     }
   }
   if (m_tolerance_used) m_verdict.comparison = Comparison::tolerance;
+  // Shared and local memory before each validation run: the emulated device's fill seed, a
+  // scrub kernel on a GPU, or neither (and why).
+  if (m_device.emulated()) {
+    m_evidence["memory_scrub"] = "fill seed (emulated device)";
+  } else if (!m_job.gpu_scrub) {
+    m_evidence["memory_scrub"] = "off ([validation] gpu_scrub = false)";
+  } else if (std::any_of(m_checks.begin(), m_checks.end(),
+                         [](const auto& c) { return c->scrubbed(); })) {
+    m_evidence["memory_scrub"] = "scrub kernel";
+  } else if (!m_checks.empty()) {
+    m_evidence["memory_scrub"] = "none: " + m_device.scrub_unavailable();
+  }
   m_evidence["comparison"] =
       m_verdict.comparison == Comparison::tolerance ? "tolerance" : "bitwise";
   m_evidence["verdict"] = to_string(m_verdict.kind);
