@@ -966,11 +966,14 @@ TEST_F(WorkerTest, InconsistentCapturesAreRefusedAndTheWorkerGoesOn) {
     EXPECT_NE(v.message.find("does not match the original kernel"), std::string::npos) << v.message;
   }
   {
-    Captured c = cap; // a capture that failed in the shim is not used
+    Captured c = cap; // a capture that failed in the shim is not used, and says why
     c.capture.status = CaptureStatus::too_large;
+    c.capture.reason = "the launch's buffers take 8951168 bytes, over the capture cap";
     Verdict v = run(c);
-    EXPECT_EQ(v.kind, VerdictKind::internal) << describe(v);
+    EXPECT_EQ(v.kind, VerdictKind::unsupported) << describe(v);
     EXPECT_NE(v.message.find("no usable capture"), std::string::npos) << v.message;
+    EXPECT_NE(v.message.find("8951168 bytes, over the capture cap"), std::string::npos)
+        << v.message;
   }
   Verdict ok = run(cap);
   EXPECT_EQ(ok.kind, VerdictKind::not_faster) << describe(ok);
@@ -1075,8 +1078,13 @@ extern "C" __global__ void scale128(float a, const float* x, float* y, int n)
 
   job.guard.block = {512, 0, 0};
   Verdict none = worker().run(job, data_of({&narrow, &wide}));
-  EXPECT_EQ(none.kind, VerdictKind::internal) << describe(none);
-  EXPECT_NE(none.message.find("guard"), std::string::npos) << none.message;
+  // The candidate does not apply to these launches: not hone's fault, and the message says why.
+  EXPECT_EQ(none.kind, VerdictKind::unsupported) << describe(none);
+  EXPECT_NE(none.message.find("not applicable: no capture passes the candidate's guard (2 of 2 "
+                              "fail it; capture 0: its block is 128x1x1, the candidate is for "
+                              "512x0x0)"),
+            std::string::npos)
+      << none.message;
 }
 
 TEST_F(WorkerTest, FatbinOriginalIsLoadedAndAnalyzed) {
