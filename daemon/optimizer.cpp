@@ -1468,7 +1468,12 @@ void Optimizer::rewrite_tombstones(const std::vector<store::VariantRecord>& all)
     json e = json::parse(v.evidence_json, nullptr, false);
     if (e.is_object() && e.contains("fleet_tombstone") && e["fleet_tombstone"].is_object()) {
       // Written here or received: the same tombstone again, faithfully (its reason, host, time).
+      // A received one only when its signature was checked: otherwise this host would sign, with
+      // the fleet key, what anyone who can write the remote wrote unsigned (a host that does not
+      // require signatures accepts such tombstones), and hosts that require signatures would
+      // then accept it.
       const json& f = e["fleet_tombstone"];
+      if (f.contains("remote") && !f.value("signed", false)) continue;
       store::remote_object::Tombstone t;
       t.variant = v.id;
       t.kernel = v.kernel;
