@@ -402,8 +402,18 @@ const Key k_keys[] = {
             "signed with it (HMAC-SHA256), and what it fetches is checked with it."},
     {.section = "store.remote", .name = "require_signature", .kind = Kind::boolean,
      .field = HONE_FIELD(store.remote.require_signature),
-     .doc = "Drop fetched objects that are unsigned or not signed with key_file before\n"
-            "validating them."},
+     .doc = "Drop fetched objects and tombstones that are unsigned or not signed with\n"
+            "key_file before validating them (a tombstone: before it withdraws anything)."},
+    {.section = "store.remote", .name = "tombstone_interval_s", .kind = Kind::integer,
+     .field = HONE_FIELD(store.remote.tombstone_interval_s),
+     .min = 0, .max = 86400,
+     .doc = "How often, in seconds, honed looks up the tombstones of the variants it serves,\n"
+            "adopted or verified: a variant withdrawn from the fleet by another host (its\n"
+            "shadow check failed, or honectl disable --fleet there) is withdrawn here within\n"
+            "this interval, from every process at once, and never published again. The\n"
+            "lookups run in the background, one request per variant and remote, each within\n"
+            "timeout_ms. 0: never (tombstones are still looked up before a candidate from the\n"
+            "fleet is adopted, before a variant verified here serves, and before a publish)."},
     {.section = "worker", .name = "driver", .kind = Kind::string,
      .field = HONE_FIELD(worker.driver),
      .check = check_driver,

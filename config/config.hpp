@@ -39,6 +39,7 @@ struct RemoteConfig {
   uint32_t max_object_mb = 64;
   std::filesystem::path key_file;         // fleet key: signs what is published, checks what is fetched
   bool require_signature = false;         // drop unsigned or badly signed objects unvalidated
+  uint32_t tombstone_interval_s = 60;     // look up tombstones of served variants; 0: never
   bool operator==(const RemoteConfig&) const = default;
 };
 

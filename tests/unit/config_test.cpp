@@ -1242,6 +1242,7 @@ timeout_ms = 2000
 max_object_mb = 16
 key_file = "/etc/hone/fleet.key"
 require_signature = true
+tombstone_interval_s = 5
 )");
   EXPECT_EQ(c.store.remote.urls,
             (std::vector<std::string>{"redis://cache.internal:6379/2",
@@ -1251,7 +1252,13 @@ require_signature = true
   EXPECT_EQ(c.store.remote.max_object_mb, 16u);
   EXPECT_EQ(c.store.remote.key_file, "/etc/hone/fleet.key");
   EXPECT_TRUE(c.store.remote.require_signature);
+  EXPECT_EQ(c.store.remote.tombstone_interval_s, 5u);
   EXPECT_TRUE(Config{}.store.remote.urls.empty());
+  EXPECT_EQ(Config{}.store.remote.tombstone_interval_s, 60u);
+  EXPECT_EQ(parsed("[store.remote]\ntombstone_interval_s = 0\n").store.remote.tombstone_interval_s,
+            0u);
+  std::string too_long = parse_error("[store.remote]\ntombstone_interval_s = 100000\n");
+  EXPECT_NE(too_long.find("tombstone_interval_s"), std::string::npos) << too_long;
 
   auto env = load("/nonexistent/hone.toml", true,
                   {{"HONE_STORE_REMOTE_URLS", "redis://a:1, http://b/x|read-only"}}, {});
