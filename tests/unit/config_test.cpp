@@ -240,6 +240,7 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_VALIDATION_SHADOW_EVERY",
                         "HONE_VALIDATION_STATIC_CHECKS",
                         "HONE_VALIDATION_GPU_SCRUB",
+                        "HONE_STORE_REMOTE_TOMBSTONE_INTERVAL_S",
                         "HONE_AGENT_LLM_ENABLED",
                         "HONE_AGENT_LLM_BASE_URL",
                         "HONE_AGENT_LLM_MODEL",
@@ -260,7 +261,7 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_AGENT_LLM_SASS_KERNELS"}) {
     EXPECT_TRUE(vars.count(v)) << v;
   }
-  EXPECT_EQ(keys.size(), 69u);
+  EXPECT_EQ(keys.size(), 70u);
 }
 
 TEST(ConfigFile, SetsEveryKey) {
