@@ -11,7 +11,7 @@ SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the build and the tests need.
 DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev pkg-config \
                 libgtest-dev libgmock-dev libbenchmark-dev \
-                nlohmann-json3-dev libcli11-dev libxxhash-dev libzstd-dev \
+                nlohmann-json3-dev libcli11-dev libxxhash-dev libzstd-dev liblz4-dev \
                 librocksdb-dev libboost-dev libspdlog-dev libfmt-dev libsystemd-dev \
                 libtomlplusplus-dev libcurl4-openssl-dev llvm-14-dev systemd procps \
                 libhiredis-dev libsodium-dev redis-server nginx-light prometheus python3-yaml \
