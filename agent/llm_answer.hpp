@@ -6,12 +6,29 @@
 // says what to change.
 #pragma once
 
+#include "agent/llm.hpp"
 #include "common/result.hpp"
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace hone::agent {
+
+// The chat completion in an HTTP reply body (OpenAI's chat-completions shape, as OpenAI, vLLM,
+// SGLang, llama-server and Ollama's /v1 give it): choices[0].message's content, tool calls (with
+// arguments as JSON text or, as Ollama sends them, as an object) and reasoning, the contents of
+// the further choices up to `samples`, finish_reason and usage.total_tokens. Without a usage, the
+// tokens are estimated from `request_bytes` and the content. Nothing is redacted here. An error
+// (Error::code ChatFailure::reply) for a body that is not JSON or has neither content, reasoning
+// nor tool calls; it does not quote the body.
+Result<ChatReply> parse_chat_reply(std::string_view body, uint32_t samples,
+                                   uint64_t request_bytes);
+
+// The CUDA source of a compile or check tool call: the `source` string of its JSON arguments,
+// in a fenced block when it has none (extract_answer takes it from there). An error says what
+// the arguments must be.
+Result<std::string> tool_call_source(std::string_view arguments);
 
 // `content` without <think>...</think> blocks (reasoning some servers leave in the content); an
 // unclosed <think> drops everything after it.

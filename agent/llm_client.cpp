@@ -3,6 +3,8 @@
 // the server takes.
 #include "agent/llm.hpp"
 
+#include "agent/llm_answer.hpp"
+
 #include "common/version.hpp"
 
 #include <curl/curl.h>
@@ -31,8 +33,6 @@ using json = nlohmann::json;
 constexpr int k_poll_ms = 50;
 // No API key file is larger than this.
 constexpr size_t k_max_key_file_bytes = 64 << 10;
-// Characters per token, for an estimate when the server reports no usage.
-constexpr uint64_t k_bytes_per_token = 4;
 
 // curl_global_init is not thread-safe and must run once before any other libcurl call.
 CURLcode global_init() {
@@ -149,27 +149,6 @@ json message_json(const ChatMessage& m) {
     }
   }
   if (!m.tool_call_id.empty()) out["tool_call_id"] = m.tool_call_id;
-  return out;
-}
-
-// message.tool_calls as servers send them: arguments as JSON text (OpenAI, vLLM, SGLang,
-// llama-server) or as an object (Ollama), ids sometimes missing.
-std::vector<ToolCall> tool_calls_of(const json& message) {
-  std::vector<ToolCall> out;
-  auto calls = message.find("tool_calls");
-  if (calls == message.end() || !calls->is_array()) return out;
-  for (const auto& c : *calls) {
-    if (!c.is_object()) continue;
-    const json f = c.value("function", json());
-    if (!f.is_object() || !f.value("name", json()).is_string()) continue;
-    ToolCall call;
-    call.name = f["name"].get<std::string>();
-    const json args = f.value("arguments", json());
-    call.arguments = args.is_string() ? args.get<std::string>() : args.dump();
-    call.id = c.value("id", json()).is_string() ? c["id"].get<std::string>() : std::string();
-    if (call.id.empty()) call.id = "call_" + std::to_string(out.size() + 1);
-    out.push_back(std::move(call));
-  }
   return out;
 }
 
@@ -468,60 +447,15 @@ Result<ChatReply> LlmClient::chat_once(const std::vector<ChatMessage>& messages,
                    std::move(message));
   }
 
-  json reply = json::parse(sink.body, nullptr, false);
-  if (reply.is_discarded()) {
-    return failure(ChatFailure::reply, "the reply is not JSON: " + excerpt(sink.body));
+  auto parsed = parse_chat_reply(sink.body, m_settings.samples_per_turn, body.size());
+  if (!parsed) {
+    return failure(ChatFailure::reply, parsed.error().message + ": " + excerpt(sink.body));
   }
-  const json* content = nullptr;
-  const json* choice = nullptr;
-  size_t reasoning_bytes = 0;
-  if (reply.is_object()) {
-    auto choices = reply.find("choices");
-    if (choices != reply.end() && choices->is_array() && !choices->empty() &&
-        (*choices)[0].is_object()) {
-      choice = &(*choices)[0];
-      auto message = choice->find("message");
-      if (message != choice->end() && message->is_object()) {
-        auto c = message->find("content");
-        if (c != message->end() && c->is_string()) content = &*c;
-        // Reasoning models' thinking (vLLM and SGLang: reasoning_content; Ollama and some
-        // hosted APIs: reasoning): read, measured, never sent back.
-        for (const char* field : {"reasoning_content", "reasoning"}) {
-          auto r = message->find(field);
-          if (r != message->end() && r->is_string()) reasoning_bytes += r->get_ref<const std::string&>().size();
-        }
-      }
-    }
-  }
-  ChatReply out;
-  if (choice) {
-    const json& message = choice->value("message", json());
-    if (message.is_object()) out.tool_calls = tool_calls_of(message);
-  }
-  if (!content && !reasoning_bytes && out.tool_calls.empty()) {
-    return failure(ChatFailure::reply,
-                   "the reply has no choices[0].message.content: " + excerpt(sink.body));
-  }
+  ChatReply out = std::move(*parsed);
+  // A hostile server may echo the Authorization header back: nothing it says keeps the key.
+  out.content = redact(out.content);
+  for (auto& more : out.more_choices) more = redact(more);
   for (auto& call : out.tool_calls) call.arguments = redact(call.arguments);
-  out.reasoning_bytes = reasoning_bytes;
-  if (const auto& choices = reply["choices"]; choices.size() > 1) {
-    for (size_t i = 1; i < choices.size() && i < m_settings.samples_per_turn; ++i) {
-      const json& m = choices[i].is_object() ? choices[i].value("message", json()) : json();
-      if (m.is_object() && m.value("content", json()).is_string()) {
-        out.more_choices.push_back(redact(m["content"].get<std::string>()));
-      }
-    }
-  }
-  out.content = content ? redact(content->get<std::string>()) : std::string();
-  auto finish = choice->find("finish_reason");
-  out.truncated = finish != choice->end() && finish->is_string() && *finish == "length";
-  out.total_tokens = (body.size() + out.content.size()) / k_bytes_per_token;
-  if (auto usage = reply.find("usage"); usage != reply.end() && usage->is_object()) {
-    auto total = usage->find("total_tokens");
-    if (total != usage->end() && total->is_number_unsigned()) {
-      out.total_tokens = total->get<uint64_t>();
-    }
-  }
   spdlog::debug("llm: HTTP {}, {} bytes, {} tokens", status, sink.body.size(), out.total_tokens);
   return out;
 }

@@ -714,14 +714,9 @@ private:
       return "Error: there is no tool `" + m_client->excerpt(call.name, 60) +
              "`; the tools are compile and check.";
     }
-    nlohmann::json args = nlohmann::json::parse(call.arguments, nullptr, false);
-    if (!args.is_object() || !args.contains("source") || !args["source"].is_string()) {
-      return "Error: the arguments must be a JSON object {\"source\": \"...\"} holding the "
-             "complete CUDA source.";
-    }
-    std::string source = args["source"].get<std::string>();
-    if (source.find("```") == std::string::npos) source = "```cuda\n" + source + "\n```\n";
-    auto answer = extract_answer(source, k_entry, m_plan.original_entry);
+    auto source = tool_call_source(call.arguments);
+    if (!source) return "Error: " + source.error().message + ".";
+    auto answer = extract_answer(*source, k_entry, m_plan.original_entry);
     if (!answer) return "Error: " + answer.error().message + ".";
     Candidate c = candidate(turn, *answer);
     c.check = check;

@@ -1,41 +1,41 @@
 // LZ4 block decoding for fatbin entries stored with --compress-mode=speed (flag 0x2000).
 //
-// Format: lz4/lz4 doc/lz4_Block_format.md. A block is a run of sequences; each is a token byte
-// (high nibble literal length, low nibble match length - 4, 15 meaning "more length bytes follow,
-// each added, until one is not 255"), the literals, then a 2-byte little-endian match offset and
-// the match length extension. The last sequence has literals only. fatbin entries hold one raw
-// block: no LZ4 frame header, no checksum (verified on nvcc 13.0 output: the decoded cubin is
-// byte-identical to the uncompressed one).
+// fatbin entries hold one raw block (lz4/lz4 doc/lz4_Block_format.md): no LZ4 frame header, no
+// checksum (verified on nvcc 13.0 output: the decoded cubin is byte-identical to the uncompressed
+// one). liblz4's LZ4_decompress_safe decodes it: it never reads past the input nor writes past
+// the output, whatever the input holds (lz4.h, "LZ4_decompress_safe() ... protected against
+// malicious data packets"). It also holds blocks to the format's end-of-block conditions (the
+// last 5 bytes are literals, the last match starts at least 12 bytes before the end), which the
+// hand-written decoder it replaced did not: every encoder's blocks meet them, nvcc's included
+// (the fatbin tests decode them). It is linked statically (cuda/CMakeLists.txt), so libhone.so
+// carries its own hidden copy and depends on no liblz4 at run time.
 #include "cuda/fatbin.hpp"
 
+#include <lz4.h>
+
 #include <cinttypes>
+#include <climits>
 #include <cstdio>
-#include <cstring>
 #include <new>
 
 namespace hone::cuda {
 
-namespace {
-
-Error lz4_error(const char* what, std::size_t in_pos, std::size_t out_pos) {
-  char buffer[160];
-  std::snprintf(buffer, sizeof buffer,
-                "corrupt LZ4 block: %s (input offset %zu, output offset %zu)", what, in_pos,
-                out_pos);
-  return Error{buffer};
-}
-
-} // namespace
-
 Result<std::vector<std::uint8_t>> lz4_block_decode(std::span<const std::uint8_t> in,
                                                    std::uint64_t expected_size) {
+  char buffer[200];
   // A length byte adds at most 255 output bytes, so no block expands more than 255x; a larger
   // claim is corrupt, and refusing it here avoids allocating for it.
   if (expected_size > k_max_uncompressed_size || expected_size > std::uint64_t{in.size()} * 255) {
-    char buffer[160];
     std::snprintf(buffer, sizeof buffer,
                   "LZ4 block of %zu bytes cannot hold the declared %" PRIu64 " bytes", in.size(),
                   expected_size);
+    return Error{buffer};
+  }
+  // LZ4_decompress_safe takes int sizes; k_max_uncompressed_size keeps the output below INT_MAX.
+  static_assert(k_max_uncompressed_size <= INT_MAX);
+  if (in.size() > static_cast<std::size_t>(INT_MAX)) {
+    std::snprintf(buffer, sizeof buffer, "LZ4 block of %zu bytes is larger than liblz4 decodes",
+                  in.size());
     return Error{buffer};
   }
   std::vector<std::uint8_t> out;
@@ -44,52 +44,33 @@ Result<std::vector<std::uint8_t>> lz4_block_decode(std::span<const std::uint8_t>
   } catch (const std::bad_alloc&) {
     return Error{"out of memory for an LZ4 block's output"};
   }
-  if (in.empty()) return out; // expected_size is 0 here
-
-  const std::size_t n = in.size();
-  const std::size_t capacity = out.size();
-  std::size_t ip = 0;
-  std::size_t op = 0;
-  // Adds extension bytes to `length` until one is not 255; fails past `limit` or the input end.
-  auto extend = [&](std::size_t& length, std::size_t limit) -> bool {
-    for (;;) {
-      if (ip >= n) return false;
-      const std::uint8_t b = in[ip++];
-      length += b;
-      if (length > limit) return false;
-      if (b != 255) return true;
-    }
-  };
-  for (;;) {
-    const std::uint8_t token = in[ip++];
-    std::size_t literals = token >> 4;
-    if (literals == 15 && !extend(literals, capacity - op)) {
-      return lz4_error("literal length runs past the input or the declared size", ip, op);
-    }
-    if (literals > n - ip) return lz4_error("literals run past the end of the input", ip, op);
-    if (literals > capacity - op) return lz4_error("literals exceed the declared size", ip, op);
-    std::memcpy(out.data() + op, in.data() + ip, literals);
-    ip += literals;
-    op += literals;
-    if (ip == n) break; // the last sequence: literals only
-    if (n - ip < 2) return lz4_error("truncated match offset", ip, op);
-    const std::size_t offset = in[ip] | (std::size_t{in[ip + 1]} << 8);
-    ip += 2;
-    if (offset == 0 || offset > op) return lz4_error("match offset outside the output", ip, op);
-    std::size_t match = token & 15;
-    if (match == 15 && !extend(match, capacity - op)) {
-      return lz4_error("match length runs past the input or the declared size", ip, op);
-    }
-    match += 4;
-    if (match > capacity - op) return lz4_error("match exceeds the declared size", ip, op);
-    // Byte by byte: a match may overlap its own output (offset < length repeats a pattern).
-    for (std::size_t i = 0; i < match; ++i, ++op) out[op] = out[op - offset];
-    if (ip == n) return lz4_error("block ends with a match, not literals", ip, op);
+  // Nothing declared: the output has no storage to hand liblz4 (a null pointer, where even a zero
+  // offset is undefined behaviour), so the one block that decodes to nothing is checked here: a
+  // single token with no literals and no match. No bytes at all count as empty too.
+  if (out.empty()) {
+    if (in.empty() || (in.size() == 1 && in[0] == 0)) return out;
+    std::snprintf(buffer, sizeof buffer,
+                  "LZ4 block of %zu bytes for an entry that declares 0 bytes", in.size());
+    return Error{buffer};
   }
-  if (op != capacity) {
-    char buffer[160];
-    std::snprintf(buffer, sizeof buffer, "LZ4 block decodes to %zu bytes, the entry declares %zu",
-                  op, capacity);
+
+  // dstCapacity is exactly the declared size: a block that would decode to more fails inside
+  // liblz4 before writing past it, one that decodes to less returns its shorter length.
+  const int produced = LZ4_decompress_safe(reinterpret_cast<const char*>(in.data()),
+                                           reinterpret_cast<char*>(out.data()),
+                                           static_cast<int>(in.size()),
+                                           static_cast<int>(out.size()));
+  if (produced < 0) {
+    // liblz4 returns -(input offset where it stopped) - 1 (lz4.c, LZ4_decompress_generic).
+    std::snprintf(buffer, sizeof buffer,
+                  "corrupt LZ4 block, or one that decodes to more than the declared %zu bytes "
+                  "(liblz4 stopped at input offset %d of %zu)",
+                  out.size(), -produced - 1, in.size());
+    return Error{buffer};
+  }
+  if (static_cast<std::size_t>(produced) != out.size()) {
+    std::snprintf(buffer, sizeof buffer, "LZ4 block decodes to %d bytes, the entry declares %zu",
+                  produced, out.size());
     return Error{buffer};
   }
   return out;

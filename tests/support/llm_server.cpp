@@ -10,7 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 namespace hone::test {
@@ -272,6 +275,13 @@ void LlmServer::serve(int fd) {
     } else {
       head += "Content-Length: " + std::to_string(response.body.size()) +
               "\r\nConnection: close\r\n\r\n";
+      // HONE_FUZZ_SEED_DUMP=DIR keeps every 200 body sent, as llm_answer_fuzz's seeds were made
+      // (tests/fuzz/README.md).
+      if (const char* dump = std::getenv("HONE_FUZZ_SEED_DUMP"); dump && response.status == 200) {
+        static std::atomic<int> n{0};
+        std::ofstream(std::string(dump) + "/reply-" + std::to_string(::getpid()) + "-" +
+                      std::to_string(n++) + ".json", std::ios::binary) << response.body;
+      }
       if (send_all(fd, head.data(), head.size())) {
         send_all(fd, response.body.data(), response.body.size());
       }

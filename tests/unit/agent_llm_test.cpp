@@ -2,6 +2,7 @@
 // (support/llm_server.*): what it asks, what it makes of the answers, how verdicts are fed back,
 // how it ends (turns, budgets, errors, cancellation) and that the API key never leaks.
 #include "agent/llm.hpp"
+#include "agent/llm_answer.hpp"
 #include "agent/llm_feedback.hpp"
 #include "cuda/nvrtc.hpp"
 #include "llm_server.hpp"
@@ -15,8 +16,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <sstream>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 namespace {
@@ -1551,4 +1554,122 @@ TEST(LlmTools, ACallWhenNoToolsAreOfferedIsRefusedSayingSo) {
   EXPECT_FALSE(body(requests[0]).contains("tools"));
   EXPECT_TRUE(contains(last_message(requests[1]), "it called a tool, but no tools are offered here"))
       << last_message(requests[1]);
+}
+
+// Found while writing llm_answer_fuzz (issue 33): the client copied choices[0].message, and
+// nlohmann's copy recurses, so a reply nesting arrays 100,000 deep (200 KB, well inside
+// max_reply_bytes) overflowed honed's stack. Such a reply is now refused like any malformed one,
+// and the session goes on to its next turn.
+TEST(LlmAnswers, AReplyNestedTooDeepIsRefusedAndTheSessionGoesOn) {
+  const size_t depth = 200000;
+  std::string deep = R"({"choices":[{"message":{"content":"x","junk":)" +
+                     std::string(depth, '[') + std::string(depth, ']') + "}}]}";
+  auto parsed = parse_chat_reply(deep, 1, 0);
+  ASSERT_FALSE(parsed);
+  EXPECT_EQ(failure_of(parsed.error()), ChatFailure::reply);
+  EXPECT_TRUE(contains(parsed.error().message, "nests JSON deeper than")) << parsed.error().message;
+  // Ollama's object-shaped arguments were printed back with dump(), which recurses too.
+  std::string deep_arguments =
+      R"({"choices":[{"message":{"content":"","tool_calls":[{"function":{"name":"check",)"
+      R"("arguments":)" + std::string(depth, '[') + std::string(depth, ']') + "}}]}}]}";
+  EXPECT_FALSE(parse_chat_reply(deep_arguments, 1, 0));
+
+  LlmServer server;
+  LlmResponse nested;
+  nested.body = deep;
+  server.push(nested);
+  server.push(LlmResponse::chat(kernel_reply("after the deep one")));
+  LlmSettings s = settings(server);
+  s.max_turns = 2;
+  auto session = make_llm_strategy(s)->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto candidates = next_candidates(*session);
+  ASSERT_EQ(candidates.size(), 1u) << session->state();
+  EXPECT_EQ(candidates[0].tag, 2u);
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_TRUE(contains(last_message(requests[1]), "nests JSON deeper than"))
+      << last_message(requests[1]);
+}
+
+// The reply parser on the shapes servers send (parse_chat_reply, llm_answer_fuzz's first half).
+TEST(LlmAnswers, ChatRepliesParseAsServersSendThem) {
+  auto plain = parse_chat_reply(LlmResponse::chat("hello", 77).body, 1, 400);
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_EQ(plain->content, "hello");
+  EXPECT_EQ(plain->total_tokens, 77u);
+  EXPECT_FALSE(plain->truncated);
+  // No usage: estimated from the request's and the content's lengths, 4 bytes a token.
+  auto estimated = parse_chat_reply(
+      R"({"choices":[{"message":{"content":"12345678"},"finish_reason":"length"}]})", 1, 400);
+  ASSERT_TRUE(estimated);
+  EXPECT_EQ(estimated->total_tokens, 102u);
+  EXPECT_TRUE(estimated->truncated);
+  // Ollama: arguments as an object, no id; OpenAI: arguments as text, with an id.
+  auto ollama = parse_chat_reply(ollama_tool_reply("check", "src").body, 1, 0);
+  ASSERT_TRUE(ollama);
+  ASSERT_EQ(ollama->tool_calls.size(), 1u);
+  EXPECT_EQ(ollama->tool_calls[0].id, "call_1");
+  EXPECT_EQ(json::parse(ollama->tool_calls[0].arguments), json({{"source", "src"}}));
+  auto openai = parse_chat_reply(tool_reply({{"compile", "src"}}).body, 1, 0);
+  ASSERT_TRUE(openai);
+  ASSERT_EQ(openai->tool_calls.size(), 1u);
+  EXPECT_EQ(openai->tool_calls[0].id, "call_compile0");
+  auto source = tool_call_source(openai->tool_calls[0].arguments);
+  ASSERT_TRUE(source);
+  EXPECT_EQ(*source, "```cuda\nsrc\n```\n");
+  EXPECT_FALSE(tool_call_source("[1, 2]"));
+  EXPECT_FALSE(tool_call_source(R"({"source": 3})"));
+  // Further choices up to the samples asked for.
+  auto three = parse_chat_reply(
+      R"({"choices":[{"message":{"content":"a"}},{"message":{"content":"b"}},)"
+      R"("junk",{"message":{"content":"c"}},{"message":{"content":"d"}}]})",
+      4, 0);
+  ASSERT_TRUE(three);
+  EXPECT_EQ(three->more_choices, (std::vector<std::string>{"b", "c"}));
+}
+
+// Found by llm_answer_fuzz (issue 33): the kernel search scanned from every `__global__` to the
+// bracket closing its parameter list, so a reply repeating an unclosed kernel head took time
+// quadratic in its length (this 3 MB one: minutes of honed's CPU; the fuzzer's 200 KB ones, over
+// its 10 s limit). The search is now one pass over the code: the kernel after them is found. The
+// call runs on a thread waited on with a deadline far above what a linear search needs, so a
+// regression fails here instead of hanging the suite.
+TEST(LlmAnswers, RepeatedUnclosedKernelHeadsAreSearchedInOnePass) {
+  std::string reply = "```cuda\n";
+  for (int i = 0; i < 170000; ++i) reply += "__global__ void f(";
+  reply += "\n}}}}\nextern \"C\" __global__ void hone_candidate(float* y) { y[0] = 1; }\n```\n";
+  std::promise<Result<Answer>> promise;
+  auto result = promise.get_future();
+  std::thread search([&] { promise.set_value(extract_answer(reply, "hone_candidate", "f")); });
+  const bool done = result.wait_for(120s) == std::future_status::ready;
+  if (!done) {
+    search.detach(); // still scanning: fail now rather than wait for it
+    FAIL() << "extract_answer on a 3 MB reply did not finish within 120 s";
+  }
+  search.join();
+  auto answer = result.get();
+  ASSERT_TRUE(answer) << answer.error().message;
+  EXPECT_EQ(answer->entry, "hone_candidate");
+}
+
+// The same search keeps at most 64 kernels per block: more is refused, saying why.
+TEST(LlmAnswers, ABlockDefiningMoreThan64KernelsIsRefused) {
+  std::string reply = "```cuda\n";
+  for (int i = 0; i < 65; ++i) {
+    reply += "extern \"C\" __global__ void k" + std::to_string(i) + "(float* y) { y[0] = 1; }\n";
+  }
+  reply += "```\n";
+  auto answer = extract_answer(reply, "k3", "");
+  ASSERT_FALSE(answer);
+  EXPECT_TRUE(contains(answer.error().message, "more than 64 kernels")) << answer.error().message;
+  // 64 are fine.
+  reply = "```cuda\n";
+  for (int i = 0; i < 64; ++i) {
+    reply += "extern \"C\" __global__ void k" + std::to_string(i) + "(float* y) { y[0] = 1; }\n";
+  }
+  reply += "```\n";
+  auto ok = extract_answer(reply, "k3", "");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->entry, "k3");
 }

@@ -8,6 +8,7 @@
 #include "cuda/triton_cache.hpp"
 
 #include <fatbinary_section.h>
+#include <lz4.h>
 
 #include <gtest/gtest.h>
 
@@ -721,38 +722,82 @@ std::string lz4(const Bytes& in, std::uint64_t expected) {
 
 TEST(Lz4Block, DecodesLiteralsMatchesAndLongLengths) {
   EXPECT_EQ(lz4(bytes_of({0x50, 'h', 'e', 'l', 'l', 'o'}), 5), "hello");
-  // Overlapping match (offset 1 repeats one byte), then an empty final literal run.
-  EXPECT_EQ(lz4(bytes_of({0x13, 'a', 0x01, 0x00, 0x00}), 8), "aaaaaaaa");
+  // Overlapping match (offset 1 repeats one byte), then the final literals. The block format
+  // (lz4_Block_format.md, "End of block conditions") wants the last 5 bytes to be literals and the
+  // last match to start 12 bytes before the end, as every encoder's blocks (and nvcc's) do;
+  // liblz4 refuses a block that breaks them.
+  EXPECT_EQ(lz4(bytes_of({0x13, 'a', 0x01, 0x00, 0x50, 'b', 'c', 'd', 'e', 'f'}), 13),
+            "aaaaaaaabcdef");
+  EXPECT_FALSE(lz4_block_decode(bytes_of({0x13, 'a', 0x01, 0x00, 0x00}), 8));
   // Literal length 15 + 5 extension.
   Bytes long_literals = bytes_of({0xF0, 0x05});
   for (int i = 0; i < 20; ++i) long_literals.push_back(static_cast<std::uint8_t>('a' + i));
   EXPECT_EQ(lz4(long_literals, 20), "abcdefghijklmnopqrst");
-  // Match length 15 + 255 + 10 + 4 at offset 2 repeats "xy", then one more literal.
+  // Match length 15 + 255 + 10 + 4 at offset 2 repeats "xy", then five literals.
   std::string xy;
   for (int i = 0; i < 2 + 284; ++i) xy += (i % 2 == 0) ? 'x' : 'y';
-  EXPECT_EQ(lz4(bytes_of({0x2F, 'x', 'y', 0x02, 0x00, 0xFF, 0x0A, 0x10, '!'}), 287), xy + "!");
+  EXPECT_EQ(lz4(bytes_of({0x2F, 'x', 'y', 0x02, 0x00, 0xFF, 0x0A, 0x50, '!', '!', '!', '!', '!'}),
+                291),
+            xy + "!!!!!");
   EXPECT_EQ(lz4({}, 0), "");
 }
 
 TEST(Lz4Block, RejectsCorruptBlocks) {
+  // liblz4 says only where in the input it stopped, not why: every refusal names the block as
+  // corrupt (or longer than declared) with that offset.
   auto error = [](const Bytes& in, std::uint64_t expected) {
     auto out = lz4_block_decode(in, expected);
     return out ? std::string("decoded") : out.error().message;
   };
-  EXPECT_NE(error(bytes_of({0x13, 'a', 0x00, 0x00, 0x00}), 8).find("offset"), std::string::npos);
-  EXPECT_NE(error(bytes_of({0x13, 'a', 0x02, 0x00, 0x00}), 8).find("offset"), std::string::npos);
-  EXPECT_NE(error(bytes_of({0x13, 'a', 0x01}), 8).find("truncated"), std::string::npos);
-  EXPECT_NE(error(bytes_of({0x50, 'h', 'i'}), 5).find("past the end"), std::string::npos);
-  EXPECT_NE(error(bytes_of({0x50, 'h', 'e', 'l', 'l', 'o'}), 4).find("declared"),
+  auto corrupt = [&](const Bytes& in, std::uint64_t expected) {
+    const std::string message = error(in, expected);
+    return message.rfind("corrupt LZ4 block", 0) == 0 &&
+           message.find("input offset") != std::string::npos;
+  };
+  EXPECT_TRUE(corrupt(bytes_of({0x13, 'a', 0x00, 0x00, 0x00}), 8)); // match offset 0
+  EXPECT_TRUE(corrupt(bytes_of({0x13, 'a', 0x02, 0x00, 0x00}), 8)); // before the output start
+  EXPECT_TRUE(corrupt(bytes_of({0x13, 'a', 0x01}), 8));             // truncated match offset
+  EXPECT_TRUE(corrupt(bytes_of({0x50, 'h', 'i'}), 5));              // literals past the end
+  EXPECT_TRUE(corrupt(bytes_of({0x13, 'a', 0x01, 0x00}), 8));       // ends with a match
+  EXPECT_TRUE(corrupt(bytes_of({0xF0, 0xFF, 0xFF}), 600));          // literal length past the end
+  // More than declared fails inside liblz4, before anything is written past the output.
+  const std::string longer = error(bytes_of({0x50, 'h', 'e', 'l', 'l', 'o'}), 4);
+  EXPECT_NE(longer.find("more than the declared 4 bytes"), std::string::npos) << longer;
+  // Fewer than declared is refused with both sizes: the entry's size is exact.
+  EXPECT_NE(error(bytes_of({0x50, 'h', 'e', 'l', 'l', 'o'}), 6).find("decodes to 5 bytes"),
             std::string::npos);
-  EXPECT_NE(error(bytes_of({0x50, 'h', 'e', 'l', 'l', 'o'}), 6).find("decodes to 5"),
-            std::string::npos);
-  EXPECT_NE(error(bytes_of({0x13, 'a', 0x01, 0x00}), 8).find("ends with a match"),
-            std::string::npos);
-  EXPECT_NE(error(bytes_of({0xF0, 0xFF, 0xFF}), 600).find("literal length"), std::string::npos);
   EXPECT_NE(error(bytes_of({0x50, 'h', 'e', 'l', 'l', 'o'}), 5000).find("cannot hold"),
             std::string::npos);
   EXPECT_FALSE(lz4_block_decode({}, 1));
+}
+
+// Issue 33: a block for an entry that declares 0 bytes has no output storage (a null pointer);
+// the hand-written decoder passed it to memcpy, which UBSan reported. The one empty block (a
+// token with no literals) decodes to nothing; anything else is refused without touching it.
+TEST(Lz4Block, DeclaredSizeZero) {
+  EXPECT_EQ(lz4(bytes_of({0x00}), 0), "");
+  EXPECT_EQ(lz4({}, 0), "");
+  EXPECT_FALSE(lz4_block_decode(bytes_of({0x10, 'x'}), 0));
+  EXPECT_FALSE(lz4_block_decode(bytes_of({0x00, 0x00}), 0));
+}
+
+// liblz4's own encoder round-trips through the decoder at the exact size, long matches included.
+TEST(Lz4Block, DecodesWhatLiblz4Encodes) {
+  std::mt19937 rng(33);
+  for (std::size_t size : {1u, 15u, 16u, 300u, 65536u, 300000u}) {
+    std::string text;
+    while (text.size() < size) text += std::to_string(rng() % 97) + " ";
+    text.resize(size);
+    Bytes packed(static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(size))));
+    const int n = LZ4_compress_default(text.data(), reinterpret_cast<char*>(packed.data()),
+                                       static_cast<int>(size), static_cast<int>(packed.size()));
+    ASSERT_GT(n, 0);
+    packed.resize(static_cast<std::size_t>(n));
+    EXPECT_EQ(lz4(packed, size), text) << size;
+    EXPECT_FALSE(lz4_block_decode(packed, size - 1)) << size;
+    EXPECT_FALSE(lz4_block_decode(packed, size + 1)) << size;
+    EXPECT_FALSE(lz4_block_decode(std::span(packed).first(packed.size() - 1), size)) << size;
+  }
 }
 
 TEST(ZstdDecode, RejectsGarbageAndSizeMismatch) {
