@@ -981,6 +981,22 @@ EntryInfo analyze_entry(const Module& module, const Function& entry) {
       info.static_shared_bytes = align_up(info.static_shared_bytes, v->align) + v->size_bytes();
     }
   }
+  auto note_global = [&](const VarDecl& v) {
+    if (v.space != Space::global || v.type == Type::texref || v.type == Type::samplerref ||
+        v.type == Type::surfref) {
+      return;
+    }
+    info.module_globals.push_back(std::string(v.name));
+  };
+  for (const auto& it : module.items) {
+    if (const auto* v = std::get_if<VarDecl>(&it.item)) {
+      note_global(*v);
+    } else if (const auto* f = std::get_if<Function>(&it.item)) {
+      for (const auto& st : f->body) {
+        if (const auto* v = std::get_if<VarDecl>(&st.item)) note_global(*v);
+      }
+    }
+  }
   info.special_registers.assign(sregs.begin(), sregs.end());
   // Only an entry that may read such a register needs the dataflow analysis: one its instructions
   // or those of the functions it calls name, or one hidden in text the IR keeps, or in a function
