@@ -84,7 +84,8 @@ void encode(wire::Writer& w, const Job& j) {
   put_f64(w, j.bench.noise_factor);
   put_f64(w, j.bench.suspicious);
   encode(w, j.guard);
-  w.u8(uint8_t((j.static_checks ? 1 : 0) | (j.shadow_check ? 2 : 0) | (uint8_t(j.check) << 2)));
+  w.u8(uint8_t((j.static_checks ? 1 : 0) | (j.shadow_check ? 2 : 0) | (uint8_t(j.check) << 2) |
+               (j.gpu_scrub ? 16 : 0)));
   w.u32(uint32_t(j.captures.size()));
   for (const auto& c : j.captures) encode(w, c);
 }
@@ -133,10 +134,11 @@ bool decode(wire::Reader& r, Job& j) {
     r.fail("benchmark settings out of range");
   decode(r, j.guard);
   uint8_t flags = r.u8();
-  if (flags > 11) r.fail("unknown job flags");
+  if ((flags & ~16) > 11) r.fail("unknown job flags");
   j.static_checks = flags & 1;
+  j.gpu_scrub = flags & 16;
   j.shadow_check = flags & 2;
-  j.check = JobCheck(flags >> 2);
+  j.check = JobCheck((flags >> 2) & 3);
   uint32_t n = r.count(k_max_captures, 64);
   j.captures.resize(n);
   for (auto& cap : j.captures) {

@@ -73,6 +73,9 @@ struct Job {
   // Refuse from its PTX a candidate that keeps state in module-scope memory, downgrades
   // precision or writes an input ([validation] static_checks).
   bool static_checks = true;
+  // Before each validation run on a GPU, seeded garbage in shared and local memory
+  // (daemon/worker/scrub.hpp; [validation] gpu_scrub).
+  bool gpu_scrub = true;
   // A shadow check: no candidate; each capture is of a launch a variant served, with its
   // outputs after the variant ran, and the original must give the same on the same inputs.
   bool shadow_check = false;

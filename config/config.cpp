@@ -402,8 +402,18 @@ const Key k_keys[] = {
             "signed with it (HMAC-SHA256), and what it fetches is checked with it."},
     {.section = "store.remote", .name = "require_signature", .kind = Kind::boolean,
      .field = HONE_FIELD(store.remote.require_signature),
-     .doc = "Drop fetched objects that are unsigned or not signed with key_file before\n"
-            "validating them."},
+     .doc = "Drop fetched objects and tombstones that are unsigned or not signed with\n"
+            "key_file before validating them (a tombstone: before it withdraws anything)."},
+    {.section = "store.remote", .name = "tombstone_interval_s", .kind = Kind::integer,
+     .field = HONE_FIELD(store.remote.tombstone_interval_s),
+     .min = 0, .max = 86400,
+     .doc = "How often, in seconds, honed looks up the tombstones of the variants it serves,\n"
+            "adopted or verified: a variant withdrawn from the fleet by another host (its\n"
+            "shadow check failed, or honectl disable --fleet there) is withdrawn here within\n"
+            "this interval, from every process at once, and never published again. The\n"
+            "lookups run in the background, one request per variant and remote, each within\n"
+            "timeout_ms. 0: never (tombstones are still looked up before a candidate from the\n"
+            "fleet is adopted, before a variant verified here serves, and before a publish)."},
     {.section = "worker", .name = "driver", .kind = Kind::string,
      .field = HONE_FIELD(worker.driver),
      .check = check_driver,
@@ -569,6 +579,13 @@ const Key k_keys[] = {
             "device memory (state kept across launches), computes in a narrower floating-point\n"
             "type than the original, or writes through a pointer the original only reads.\n"
             "Off only to test the defences behind them (the shadow checks)."},
+    {.section = "validation", .name = "gpu_scrub", .kind = Kind::boolean,
+     .field = HONE_FIELD(validation.gpu_scrub),
+     .doc = "On a GPU, before each validation run, fill every SM's shared memory and the\n"
+            "local-memory window with seeded garbage, different between the runs, so that a\n"
+            "candidate reading memory it never wrote gives different results (a\n"
+            "nondeterministic verdict) instead of what the previous kernel left there. The\n"
+            "emulated device does this itself at every launch. Off only to test the defence."},
     {.section = "agent", .name = "strategies", .kind = Kind::string_list,
      .field = HONE_FIELD(agent.strategies),
      .check = check_strategy,

@@ -39,6 +39,7 @@ struct RemoteConfig {
   uint32_t max_object_mb = 64;
   std::filesystem::path key_file;         // fleet key: signs what is published, checks what is fetched
   bool require_signature = false;         // drop unsigned or badly signed objects unvalidated
+  uint32_t tombstone_interval_s = 60;     // look up tombstones of served variants; 0: never
   bool operator==(const RemoteConfig&) const = default;
 };
 
@@ -96,6 +97,7 @@ struct ValidationConfig {
   double f16_rel = 1e-2, f16_abs = 1e-3;
   uint32_t shadow_every = 10000;    // served launches between shadow checks, per process; 0: off
   bool static_checks = true;        // refuse module-scope writes, precision downgrades, ... early
+  bool gpu_scrub = true;            // seeded garbage in shared and local memory before each run
   bool operator==(const ValidationConfig&) const = default;
 };
 

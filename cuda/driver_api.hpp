@@ -74,6 +74,7 @@ namespace hone::cuda {
   X(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange", "")                                \
   X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", "")                                  \
   X(cuFuncGetAttribute, "cuFuncGetAttribute", "")                                                  \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute", "")                                                  \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", "")
 
 class DriverApi {

@@ -231,13 +231,15 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
       }
       if (fleet && (rec.state == store::VariantState::verified ||
                     rec.state == store::VariantState::disabled)) {
-        // Withdrawn from the whole fleet: disabled here, and published as disabled so that
-        // other hosts stop adopting it.
+        // Withdrawn from the whole fleet: disabled here; a tombstone in the remote tier makes
+        // every host withdraw it (those serving it too) and none publish it again; and the
+        // kernel's object carries it as disabled, for hosts that do not read tombstones.
         rec.state = store::VariantState::disabled;
         rec.verdict = Fleet::k_withdrawn;
         if (auto r = m_store->put_variant(rec); !r) return fail(r.error().message);
         spdlog::info("variant {} disabled, here and in the fleet", t);
         m_optimizer->kernel_switched(rec.kernel);
+        m_optimizer->withdraw_from_fleet(rec, "disabled by an operator", "honectl disable --fleet");
         m_optimizer->publish_to_fleet(rec.kernel, rec.arch, rec.driver_major);
         json j = variant_json(rec, false);
         j["fleet"] = "withdrawn";

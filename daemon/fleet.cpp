@@ -195,6 +195,20 @@ void Fleet::lookup(const KernelKey& kernel, const std::string& arch, uint32_t dr
                      kernel.entry, why);
         continue;
       }
+      // A tombstone wins over the object, whoever wrote the object last: a candidate one names is
+      // not adopted (the optimizer records it as withdrawn).
+      for (auto it = found.candidates.begin(); it != found.candidates.end();) {
+        auto t = find_tombstone(Watched{kernel, arch, driver_major, it->id});
+        if (!t) {
+          ++it;
+          continue;
+        }
+        spdlog::info("fleet: {}: variant {} of {} has a tombstone ({}): not adopted",
+                     m_remotes[r].display, it->id.hex(), kernel.entry, t->tombstone.reason);
+        t->record = std::move(*it);
+        found.tombstoned.push_back(std::move(*t));
+        it = found.candidates.erase(it);
+      }
       record(r, found.candidates.empty() ? "miss" : "hit", s);
       found.remote = m_remotes[r].display;
       for (auto& w : withdrawn) found.withdrawn.push_back(std::move(w));
@@ -225,9 +239,12 @@ void Fleet::publish(const KernelKey& kernel, const std::string& arch, uint32_t d
     return;
   }
   std::string key = store::remote_object::key(kernel, arch, driver_major);
-  post([this, key, object = std::move(object)]() mutable {
-    Pending p;
-    p.object = std::move(object);
+  Pending p;
+  p.kernel = kernel;
+  p.arch = arch;
+  p.driver_major = driver_major;
+  p.variants = variants;
+  post([this, key, p = std::move(p)]() mutable {
     for (size_t r = 0; r < m_remotes.size(); ++r) {
       if (!m_remotes[r].read_only) p.remotes.push_back(r);
     }
@@ -235,7 +252,161 @@ void Fleet::publish(const KernelKey& kernel, const std::string& arch, uint32_t d
   });
 }
 
+void Fleet::write_tombstone(const store::remote_object::Tombstone& t) {
+  if (m_remotes.empty()) return;
+  std::string bytes = store::remote_object::encode_tombstone(t, m_key ? &*m_key : nullptr);
+  std::string key = store::remote_object::tombstone_key(t.kernel, t.arch, t.driver_major, t.variant);
+  post([this, key, t, bytes = std::move(bytes)]() mutable {
+    // From now on this host's publishes leave the variant out, whatever its store says.
+    m_tombstoned[t.variant] = Withdrawal{t, "this host", m_key.has_value(), std::nullopt};
+    PendingTombstone p;
+    p.tombstone = t;
+    p.bytes = std::move(bytes);
+    for (size_t r = 0; r < m_remotes.size(); ++r) {
+      if (!m_remotes[r].read_only) p.remotes.push_back(r);
+    }
+    m_pending_tombstones[key] = std::move(p);
+  });
+}
+
+void Fleet::check_tombstones(std::vector<Watched> variants, Withdrawn done) {
+  if (m_remotes.empty()) {
+    asio::post(m_io, [done = std::move(done)] { done({}); });
+    return;
+  }
+  post([this, variants = std::move(variants), done = std::move(done)]() mutable {
+    std::vector<Withdrawal> found;
+    for (const auto& w : variants) {
+      if (auto t = find_tombstone(w)) found.push_back(std::move(*t));
+    }
+    asio::post(m_io, [done = std::move(done), found = std::move(found)]() mutable {
+      done(std::move(found));
+    });
+  });
+}
+
+void Fleet::count_withdrawal() {
+  std::lock_guard lock(m_mutex);
+  ++m_withdrawals;
+}
+
+Fleet::Probe Fleet::probe(size_t r, const Watched& w, std::optional<Withdrawal>* out) {
+  if (auto c = m_tombstoned.find(w.variant); c != m_tombstoned.end()) {
+    *out = c->second;
+    return Probe::found;
+  }
+  if (!usable(r)) return Probe::error;
+  const std::string key =
+      store::remote_object::tombstone_key(w.kernel, w.arch, w.driver_major, w.variant);
+  auto t0 = Clock::now();
+  auto got = m_remotes[r].backend->get(key);
+  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!got) {
+    record(r, "error", s, got.error().message);
+    spdlog::warn("fleet: {}", got.error().message);
+    return Probe::error;
+  }
+  if (!*got) {
+    record(r, "tombstone_absent", s);
+    return Probe::absent;
+  }
+  store::remote_object::Tombstone expected;
+  expected.variant = w.variant;
+  expected.kernel = w.kernel;
+  expected.arch = w.arch;
+  expected.driver_major = w.driver_major;
+  auto d = store::remote_object::decode_tombstone(**got, m_key ? &*m_key : nullptr,
+                                                  m_config.require_signature, expected);
+  if (!d) {
+    // Refused, and it changes nothing: the variant stays as it is. Logged once per content.
+    record(r, "tombstone_rejected", s);
+    std::string why = "tombstone " + key + " refused: " + d.error().message;
+    bool again;
+    {
+      std::lock_guard lock(m_mutex);
+      m_remotes[r].last_error = why;
+      auto& seen = m_refused[key];
+      again = seen == **got;
+      seen = **got;
+    }
+    if (!again) spdlog::warn("fleet: {}: {}", m_remotes[r].display, why);
+    return Probe::absent;
+  }
+  record(r, "tombstone_found", s);
+  Withdrawal found{std::move(d->tombstone), m_remotes[r].display, d->signed_by_fleet, std::nullopt};
+  m_tombstoned[w.variant] = found;
+  *out = std::move(found);
+  return Probe::found;
+}
+
+std::optional<Fleet::Withdrawal> Fleet::find_tombstone(const Watched& w) {
+  for (size_t r = 0; r < m_remotes.size(); ++r) {
+    std::optional<Withdrawal> t;
+    if (probe(r, w, &t) == Probe::found) return t;
+  }
+  return std::nullopt;
+}
+
+bool Fleet::write_tombstone_to(size_t r, const std::string& key, const PendingTombstone& p) {
+  auto& backend = *m_remotes[r].backend;
+  auto t0 = Clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  auto made = backend.create(key, p.bytes);
+  if (!made) {
+    record(r, "error", seconds(), made.error().message);
+    spdlog::warn("fleet: writing tombstone {}: {} (retried later)", key, made.error().message);
+    return false;
+  }
+  if (*made) {
+    record(r, "tombstone_written", seconds());
+    spdlog::info("fleet: wrote tombstone {} to {}", key, m_remotes[r].display);
+    return true;
+  }
+  // Something is there. A sound tombstone of another host that withdrew the variant first stays,
+  // with its reason; anything else (garbage, unsigned where signatures are required, signed with
+  // another key) would block the withdrawal, and is replaced.
+  auto there = backend.get(key);
+  if (!there) {
+    record(r, "error", seconds(), there.error().message);
+    spdlog::warn("fleet: writing tombstone {}: {} (retried later)", key, there.error().message);
+    return false;
+  }
+  std::string why = "it went away";
+  if (*there) {
+    auto d = store::remote_object::decode_tombstone(**there, m_key ? &*m_key : nullptr,
+                                                    m_config.require_signature, p.tombstone);
+    if (d) {
+      record(r, "tombstone_found", seconds());
+      spdlog::debug("fleet: tombstone {} is already in {} ({})", key, m_remotes[r].display,
+                    d->tombstone.reason);
+      return true;
+    }
+    why = d.error().message;
+  }
+  auto put = backend.put(key, p.bytes);
+  if (!put) {
+    record(r, "error", seconds(), put.error().message);
+    spdlog::warn("fleet: writing tombstone {}: {} (retried later)", key, put.error().message);
+    return false;
+  }
+  record(r, "tombstone_written", seconds());
+  spdlog::warn("fleet: wrote tombstone {} to {} over what was there, which failed its checks: {}",
+               key, m_remotes[r].display, why);
+  return true;
+}
+
 void Fleet::retry_pending() {
+  // Tombstones first: an object published after a withdrawal finds its tombstone already there.
+  for (auto it = m_pending_tombstones.begin(); it != m_pending_tombstones.end();) {
+    PendingTombstone& p = it->second;
+    std::vector<size_t> left;
+    for (size_t r : p.remotes) {
+      if (!usable(r) || !write_tombstone_to(r, it->first, p)) left.push_back(r);
+    }
+    p.remotes = std::move(left);
+    it = p.remotes.empty() ? m_pending_tombstones.erase(it) : std::next(it);
+  }
+  std::vector<Withdrawal> withdrawn;
   for (auto it = m_pending.begin(); it != m_pending.end();) {
     Pending& p = it->second;
     std::vector<size_t> left;
@@ -244,8 +415,44 @@ void Fleet::retry_pending() {
         left.push_back(r);
         continue;
       }
+      // The publisher looks the tombstones up first, in the remote it writes: a variant withdrawn
+      // from the fleet is never published again, whatever this host's store says.
+      bool failed = false;
+      for (const auto& v : p.variants) {
+        if (v.state != store::VariantState::verified || p.clear.count({v.id, r})) continue;
+        std::optional<Withdrawal> t;
+        Probe pr = probe(r, Watched{p.kernel, p.arch, p.driver_major, v.id}, &t);
+        if (pr == Probe::error) {
+          failed = true;
+          break;
+        }
+        if (pr == Probe::found) {
+          if (std::none_of(withdrawn.begin(), withdrawn.end(), [&](const Withdrawal& w) {
+                return w.tombstone.variant == v.id;
+              })) {
+            withdrawn.push_back(std::move(*t));
+          }
+        } else {
+          p.clear.insert({v.id, r});
+        }
+      }
+      if (failed) {
+        left.push_back(r);
+        continue;
+      }
+      std::vector<std::string> records;
+      for (const auto& v : p.variants) {
+        if (v.state == store::VariantState::verified && m_tombstoned.count(v.id)) continue;
+        if (auto e = store::records::encode(v)) records.push_back(std::move(*e));
+      }
+      if (records.empty()) {
+        spdlog::info("fleet: nothing left to publish as {} to {}: every variant has a tombstone",
+                     it->first, m_remotes[r].display);
+        continue;
+      }
+      std::string object = store::remote_object::encode(records, m_key ? &*m_key : nullptr);
       auto t0 = Clock::now();
-      auto put = m_remotes[r].backend->put(it->first, p.object);
+      auto put = m_remotes[r].backend->put(it->first, object);
       double s = std::chrono::duration<double>(Clock::now() - t0).count();
       if (put) {
         record(r, "published", s);
@@ -258,6 +465,16 @@ void Fleet::retry_pending() {
     }
     p.remotes = std::move(left);
     it = p.remotes.empty() ? m_pending.erase(it) : std::next(it);
+  }
+  Withdrawn to;
+  {
+    std::lock_guard lock(m_mutex);
+    to = m_on_withdrawn;
+  }
+  if (!withdrawn.empty() && to) {
+    asio::post(m_io, [to = std::move(to), found = std::move(withdrawn)]() mutable {
+      to(std::move(found));
+    });
   }
 }
 
@@ -279,13 +496,21 @@ json Fleet::status_json() const {
                    {"published", r.results.count("published") ? r.results.at("published") : 0},
                    {"rejected", r.results.count("rejected") ? r.results.at("rejected") : 0},
                    {"errors", r.results.count("error") ? r.results.at("error") : 0},
+                   {"tombstones_found",
+                    r.results.count("tombstone_found") ? r.results.at("tombstone_found") : 0},
+                   {"tombstones_written",
+                    r.results.count("tombstone_written") ? r.results.at("tombstone_written") : 0},
+                   {"tombstones_rejected",
+                    r.results.count("tombstone_rejected") ? r.results.at("tombstone_rejected") : 0},
                    {"last_error", r.last_error},
                    {"last_ok", r.last_ok},
                    {"results", results}});
   }
   return json{{"remotes", out},
               {"signing", m_key.has_value()},
-              {"require_signature", m_config.require_signature}};
+              {"require_signature", m_config.require_signature},
+              {"tombstone_interval_s", m_config.tombstone_interval_s},
+              {"withdrawals", m_withdrawals}};
 }
 
 std::string Fleet::metrics_text() const {
@@ -300,6 +525,10 @@ std::string Fleet::metrics_text() const {
              result + "\"} " + std::to_string(n) + "\n";
     }
   }
+  out += "# HELP hone_remote_withdrawals_total Variants this host withdrew because a tombstone in "
+         "the remote tier named them.\n"
+         "# TYPE hone_remote_withdrawals_total counter\n"
+         "hone_remote_withdrawals_total " + std::to_string(m_withdrawals) + "\n";
   out += "# HELP hone_remote_request_seconds Time of requests to the remote tier.\n"
          "# TYPE hone_remote_request_seconds histogram\n";
   for (const auto& r : m_remotes) {

@@ -67,6 +67,35 @@ uint32_t driver_major(uint32_t driver_version) {
   return driver_version / 1000;
 }
 
+// The verdict of a variant a failed shadow check withdrew (finish_shadow_job).
+constexpr std::string_view k_shadow_withdrawn = "withdrawn by a shadow check";
+
+// Withdrawn for good: by an operator for the whole fleet, by a shadow check here, or by a
+// tombstone from another host. Such a variant never serves or is published as verified again,
+// even when a search here finds the very same code (same id).
+bool withdrawn_for_good(const store::VariantRecord& v) {
+  if (v.state == store::VariantState::disabled) return v.verdict == Fleet::k_withdrawn;
+  if (v.state != store::VariantState::rejected) return false;
+  return v.verdict.starts_with(Fleet::k_tombstoned) || v.verdict.starts_with(k_shadow_withdrawn);
+}
+
+// What a tombstone says of a failed shadow check: the pattern, never the values that differed
+// (those are the application's outputs, which never leave this host).
+std::string shadow_detail(const store::VariantRecord& v) {
+  std::string detail = "its outputs differed from the original kernel's on a launch it served";
+  json e = json::parse(v.evidence_json, nullptr, false);
+  if (e.is_object() && e.contains("pattern") && e["pattern"].is_string()) {
+    detail += " (pattern " + e["pattern"].get<std::string>() + ")";
+  }
+  return detail;
+}
+
+std::string host_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || !host[0]) return "(unknown host)";
+  return host;
+}
+
 } // namespace
 
 Optimizer::Optimizer(asio::io_context& io, const config::Config& config, store::Store* store,
@@ -87,6 +116,12 @@ Optimizer::Optimizer(asio::io_context& io, const config::Config& config, store::
   m_strategies.push_back(agent::make_rejit_strategy());
   configure_llm();
   load_persisted_captures();
+  if (m_fleet) {
+    // Tombstones a publish came across: those variants are withdrawn here too.
+    m_fleet->on_withdrawn([this](std::vector<Fleet::Withdrawal> found) {
+      for (const auto& w : found) apply_tombstone(w);
+    });
+  }
   if (const char* hide = std::getenv("HONE_TEST_HIDE_PTX_ARCH"); hide && *hide) {
     m_hide_ptx_arch = uint32_t(std::strtoul(hide, nullptr, 10));
     spdlog::warn("test-only setting HONE_TEST_HIDE_PTX_ARCH={}: the fatbins' compute_{} PTX is "
@@ -170,6 +205,7 @@ void Optimizer::tick() {
   advance();
   release_idle_captures();
   watch_load();
+  check_tombstones();
   // Forget the oldest finished jobs beyond what status shows.
   size_t finished = 0;
   for (const auto& [id, j] : m_jobs) finished += j.state == JobState::done;
@@ -389,6 +425,7 @@ void Optimizer::start_job(JobEntry& job) {
   j.bench.noise_factor = val.noise_factor;
   j.bench.suspicious = val.suspicious_speedup;
   j.static_checks = val.static_checks;
+  j.gpu_scrub = val.gpu_scrub;
   j.check = job.candidate.check;
   // Proven only on the captured launches: unless the candidate says which launches it may serve,
   // it serves only their block shape (a kernel correct only at that shape never meets another).
@@ -525,16 +562,6 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
     rec.evidence_json = e.dump(-1, ' ', false, json::error_handler_t::replace);
     rec.created = now_s();
     rec.id = store::variant_id_of(rec);
-    if (auto old = m_store->get_variant(rec.id);
-        old && *old && (*old)->state == store::VariantState::disabled &&
-        (*old)->verdict == Fleet::k_withdrawn) {
-      // An operator withdrew this very variant from the fleet: it stays disabled here too.
-      spdlog::info("job {}: variant {} was withdrawn from the fleet by an operator: it stays "
-                   "disabled",
-                   job.id, rec.id.hex());
-      rec = **old;
-      verified = false;
-    }
     if (job.revalidates) {
       // re-validation of an imported variant: the record keeps its id and becomes this host's
       if (auto old = m_store->get_variant(*job.revalidates); old && *old) {
@@ -547,6 +574,20 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
         rec = imported;
       }
     }
+    if (auto old = m_store->get_variant(rec.id); old && *old && withdrawn_for_good(**old)) {
+      // This very variant was withdrawn (by an operator for the fleet, a shadow check, or a
+      // tombstone while it waited here): it stays withdrawn, whatever this run found.
+      if ((*old)->state == store::VariantState::disabled) {
+        spdlog::info("job {}: variant {} was withdrawn from the fleet by an operator: it stays "
+                     "disabled",
+                     job.id, rec.id.hex());
+      } else {
+        spdlog::info("job {}: variant {} was {}: it stays withdrawn", job.id, rec.id.hex(),
+                     (*old)->verdict.substr(0, 300));
+      }
+      rec = **old;
+      verified = false;
+    }
     if (!rec.image.empty()) {
       if (auto r = m_store->put_variant(rec); !r) {
         spdlog::error("job {}: storing the variant failed: {}", job.id, r.error().message);
@@ -557,9 +598,19 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
   }
   settle_kernel_state(job.kernel);
   if (job.revalidates) fleet_settled(job, verified);
-  // Verified here: the fleet gets this host's verified variants of the kernel for its target.
-  if (verified && !job.revalidates && !arch.empty()) publish_to_fleet(job.kernel, arch, major);
-  if (verified) push(job.kernel);
+  if (!verified) return;
+  std::optional<store::VariantRecord> stored;
+  if (m_store && job.variant) {
+    if (auto r = m_store->get_variant(*job.variant); r && *r) stored = **r;
+  }
+  if (stored && m_fleet && m_fleet->enabled()) {
+    // Verified here: it serves, and the fleet gets this host's verified variants of the kernel
+    // for its target, once no tombstone names it.
+    serve_unless_tombstoned(*stored, !job.revalidates && !arch.empty());
+    return;
+  }
+  if (!job.revalidates && !arch.empty()) publish_to_fleet(job.kernel, arch, major);
+  push(job.kernel);
 }
 
 void Optimizer::settle_kernel_state(const KernelKey& key) {
@@ -591,6 +642,7 @@ Optimizer::best_variant(const KernelKey& key, const std::string& arch, uint32_t 
   for (auto& v : *list) {
     if (v.state != store::VariantState::verified || v.arch != arch || v.driver_major != major)
       continue;
+    if (m_awaiting_tombstone.count(v.id)) continue; // serves once its tombstone was looked up
     if (!best || v.speedup > best->speedup) best = std::move(v);
   }
   return best;
@@ -780,7 +832,7 @@ void Optimizer::finish_shadow_job(JobEntry& job, const Verdict& v) {
   }
   if (rec) {
     rec->state = store::VariantState::rejected;
-    rec->verdict = "withdrawn by a shadow check: " + v.message;
+    rec->verdict = std::string(k_shadow_withdrawn) + ": " + v.message;
     json e = json::parse(rec->evidence_json, nullptr, false);
     if (!e.is_object()) e = json{{"evidence", rec->evidence_json}};
     json worker = json::parse(v.evidence_json, nullptr, false);
@@ -809,7 +861,12 @@ void Optimizer::finish_shadow_job(JobEntry& job, const Verdict& v) {
   // Every process at once: the variant leaves them all, and the next best verified one (if any)
   // takes its place.
   kernel_switched(job.kernel);
-  if (rec) publish_to_fleet(job.kernel, rec->arch, rec->driver_major);
+  if (rec) {
+    // The fleet: a tombstone, so that every host withdraws it and none publishes it again, and
+    // the kernel's object without it.
+    withdraw_from_fleet(*rec, std::string(k_shadow_withdrawn), shadow_detail(*rec));
+    publish_to_fleet(job.kernel, rec->arch, rec->driver_major);
+  }
 }
 
 std::string Optimizer::metrics_text() const {
@@ -1374,6 +1431,184 @@ bool Optimizer::publish_to_fleet(const KernelKey& kernel, const std::string& arc
   return true;
 }
 
+bool Optimizer::withdraw_from_fleet(const store::VariantRecord& variant, const std::string& what,
+                                    const std::string& detail) {
+  if (!m_fleet || !m_fleet->enabled()) return false;
+  store::remote_object::Tombstone t;
+  t.variant = variant.id;
+  t.kernel = variant.kernel;
+  t.arch = variant.arch;
+  t.driver_major = variant.driver_major;
+  t.when = now_s();
+  t.reason = what + " on host " + host_name() + (detail.empty() ? "" : ": " + detail);
+  t.host = host_name();
+  spdlog::info("variant {} of {}: writing its tombstone to the fleet: {}", variant.id.hex(),
+               variant.kernel.entry, t.reason);
+  m_fleet->write_tombstone(t);
+  m_watched.erase(variant.id);
+  // Kept with the variant, so that the same tombstone can be written again after a restart.
+  if (m_store) {
+    if (auto r = m_store->get_variant(variant.id); r && *r) {
+      store::VariantRecord rec = **r;
+      json e = json::parse(rec.evidence_json, nullptr, false);
+      if (!e.is_object()) e = json{{"evidence", rec.evidence_json}};
+      e["fleet_tombstone"] = {{"reason", t.reason}, {"host", t.host}, {"when", t.when}};
+      rec.evidence_json = e.dump(-1, ' ', false, json::error_handler_t::replace);
+      if (auto w = m_store->put_variant(rec); !w) {
+        spdlog::warn("variant {}: keeping its tombstone: {}", rec.id.hex(), w.error().message);
+      }
+    }
+  }
+  return true;
+}
+
+void Optimizer::rewrite_tombstones(const std::vector<store::VariantRecord>& all) {
+  for (const auto& v : all) {
+    if (v.state != store::VariantState::rejected && v.state != store::VariantState::disabled)
+      continue;
+    json e = json::parse(v.evidence_json, nullptr, false);
+    if (e.is_object() && e.contains("fleet_tombstone") && e["fleet_tombstone"].is_object()) {
+      // Written here or received: the same tombstone again, faithfully (its reason, host, time).
+      // A received one only when its signature was checked: otherwise this host would sign, with
+      // the fleet key, what anyone who can write the remote wrote unsigned (a host that does not
+      // require signatures accepts such tombstones), and hosts that require signatures would
+      // then accept it.
+      const json& f = e["fleet_tombstone"];
+      if (f.contains("remote") && !f.value("signed", false)) continue;
+      store::remote_object::Tombstone t;
+      t.variant = v.id;
+      t.kernel = v.kernel;
+      t.arch = v.arch;
+      t.driver_major = v.driver_major;
+      t.reason = f.value("reason", "");
+      t.host = f.value("host", "");
+      t.when = f.value("when", int64_t(0));
+      if (!t.reason.empty()) m_fleet->write_tombstone(t);
+    } else if (v.state == store::VariantState::rejected &&
+               v.verdict.starts_with(k_shadow_withdrawn)) {
+      // Withdrawn by this host's own shadow check before it wrote tombstones.
+      withdraw_from_fleet(v, std::string(k_shadow_withdrawn), shadow_detail(v));
+    }
+  }
+}
+
+void Optimizer::serve_unless_tombstoned(const store::VariantRecord& rec, bool publish) {
+  Fleet::Watched w{rec.kernel, rec.arch, rec.driver_major, rec.id};
+  m_watched[rec.id] = w;
+  m_awaiting_tombstone.insert(rec.id);
+  m_fleet->check_tombstones({w}, [this, w, publish](std::vector<Fleet::Withdrawal> found) {
+    for (const auto& t : found) apply_tombstone(t);
+    m_awaiting_tombstone.erase(w.variant);
+    if (publish) publish_to_fleet(w.kernel, w.arch, w.driver_major);
+    push(w.kernel); // the best verified variant: this one, unless a tombstone named it
+  });
+}
+
+void Optimizer::check_tombstones() {
+  if (!m_fleet || !m_fleet->enabled() || !m_store) return;
+  if (!m_watch_loaded) {
+    // Once, at start: what this host verified or adopted before, to look up; and the tombstones
+    // it knows (written here or received), written again (create-only: one already there stays),
+    // so that a withdrawal survives a restart before its tombstone was written, or a tombstone
+    // deleted from a remote.
+    m_watch_loaded = true;
+    if (auto all = m_store->variants()) {
+      for (const auto& v : *all) {
+        if (v.state == store::VariantState::verified) {
+          m_watched[v.id] = Fleet::Watched{v.kernel, v.arch, v.driver_major, v.id};
+        }
+      }
+      rewrite_tombstones(*all);
+    }
+  }
+  const uint32_t every = m_config.store.remote.tombstone_interval_s;
+  if (every == 0 || m_tombstone_check_busy) return;
+  auto now = std::chrono::steady_clock::now();
+  if (m_tombstones_checked_at != std::chrono::steady_clock::time_point{} &&
+      now - m_tombstones_checked_at < std::chrono::seconds(every)) {
+    return;
+  }
+  m_tombstones_checked_at = now;
+  for (const auto& [conn, installed] : m_installed) {
+    for (const auto& [key, id] : installed) {
+      if (m_watched.count(id)) continue;
+      if (auto r = m_store->get_variant(id); r && *r) {
+        m_watched[id] = Fleet::Watched{(*r)->kernel, (*r)->arch, (*r)->driver_major, id};
+      }
+    }
+  }
+  std::vector<Fleet::Watched> list;
+  for (auto it = m_watched.begin(); it != m_watched.end();) {
+    auto r = m_store->get_variant(it->first);
+    if (!r || !*r || (*r)->state != store::VariantState::verified) {
+      it = m_watched.erase(it); // withdrawn, disabled or evicted since: nothing to look up
+      continue;
+    }
+    list.push_back(it->second);
+    ++it;
+  }
+  if (list.empty()) return;
+  m_tombstone_check_busy = true;
+  m_fleet->check_tombstones(std::move(list), [this](std::vector<Fleet::Withdrawal> found) {
+    m_tombstone_check_busy = false;
+    for (const auto& t : found) apply_tombstone(t);
+  });
+}
+
+void Optimizer::apply_tombstone(const Fleet::Withdrawal& w) {
+  if (!m_store) return;
+  const store::remote_object::Tombstone& t = w.tombstone;
+  m_watched.erase(t.variant);
+  std::optional<store::VariantRecord> rec;
+  if (auto r = m_store->get_variant(t.variant); r && *r) {
+    rec = **r;
+  } else if (w.record) {
+    rec = *w.record; // a candidate from an object: kept here as withdrawn
+  } else {
+    return; // nothing of it here
+  }
+  // Already out of service for a reason of its own (withdrawn, or rejected by validation here).
+  if (withdrawn_for_good(*rec) || rec->state == store::VariantState::rejected) return;
+  const bool served = rec->state == store::VariantState::verified;
+  const store::VariantState was = rec->state;
+  rec->state = store::VariantState::rejected;
+  rec->verdict = std::string(Fleet::k_tombstoned) + t.reason;
+  json e = json::parse(rec->evidence_json, nullptr, false);
+  if (!e.is_object()) e = json{{"evidence", rec->evidence_json}};
+  e["fleet_tombstone"] = {{"reason", t.reason},
+                          {"host", t.host},
+                          {"when", t.when},
+                          {"remote", w.remote},
+                          {"signed", w.signed_by_fleet},
+                          {"seen", now_s()}};
+  rec->evidence_json = e.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (!rec->created) rec->created = now_s();
+  if (auto r = m_store->put_variant(*rec); !r) {
+    spdlog::error("variant {}: recording its withdrawal from the fleet failed: {}", t.variant.hex(),
+                  r.error().message);
+    return;
+  }
+  if (!served) {
+    spdlog::info("variant {} of {} ({}) has a tombstone in {}: recorded as withdrawn: {}",
+                 t.variant.hex(), rec->kernel.entry, store::to_string(was), w.remote, t.reason);
+    return;
+  }
+  m_fleet->count_withdrawal();
+  if (m_awaiting_tombstone.count(t.variant)) {
+    spdlog::error("variant {} of {}, verified here, never serves: a tombstone in {} says: {} "
+                  "(written at {} by {})",
+                  t.variant.hex(), rec->kernel.entry, w.remote, t.reason, t.when, t.host);
+  } else {
+    spdlog::error("variant {} of {} withdrawn from every process: a tombstone in {} says: {} "
+                  "(written at {} by {})",
+                  t.variant.hex(), rec->kernel.entry, w.remote, t.reason, t.when, t.host);
+  }
+  m_pushed_speedup.erase(t.variant);
+  settle_kernel_state(rec->kernel);
+  // Every process at once; the next best verified variant, if any, takes its place.
+  kernel_switched(rec->kernel);
+}
+
 bool Optimizer::fleet_first(const KernelKey& key, KernelInfo& k, Work& w) {
   using FS = Work::FleetState;
   if (!m_fleet || !m_fleet->enabled() || !m_store || w.fleet == FS::done) return false;
@@ -1399,6 +1634,8 @@ bool Optimizer::fleet_first(const KernelKey& key, KernelInfo& k, Work& w) {
         spdlog::error("{}: storing a withdrawn variant: {}", key.entry, r.error().message);
       }
     }
+    // Named by a tombstone: recorded as withdrawn (never adopted, never published as verified).
+    for (const auto& t : found.tombstoned) apply_tombstone(t);
     size_t pending = 0;
     for (auto& v : found.candidates) {
       auto old = m_store->get_variant(v.id);

@@ -72,6 +72,11 @@ public:
   // Publishes this host's verified variants of `kernel` for `arch` and `driver_major`, and those
   // withdrawn from the fleet (honectl disable --fleet), to the remote tier. False without one.
   bool publish_to_fleet(const KernelKey& kernel, const std::string& arch, uint32_t driver_major);
+  // Writes a tombstone for `variant` in the remote tier, so that every host withdraws it and none
+  // publishes it again. Its reason: `what` withdrew it ("disabled by an operator"), on this host,
+  // and `detail` (the shadow check's mismatch). False without a remote tier.
+  bool withdraw_from_fleet(const store::VariantRecord& variant, const std::string& what,
+                           const std::string& detail = {});
 
   nlohmann::json jobs_json() const;
   std::optional<nlohmann::json> job_json(uint64_t id) const;
@@ -141,6 +146,20 @@ private:
   // the strategies wait).
   bool fleet_first(const KernelKey& key, KernelInfo& k, Work& w);
   void fleet_settled(const JobEntry& job, bool verified);
+  // Tombstones ([store.remote] tombstone_interval_s): the variants this host serves, adopted or
+  // verified are looked up at that interval; one a tombstone names is withdrawn here.
+  void check_tombstones();
+  void apply_tombstone(const Fleet::Withdrawal& w);
+  // At start: the tombstones recorded with `all`'s withdrawn variants, written again.
+  void rewrite_tombstones(const std::vector<store::VariantRecord>& all);
+  // A variant verified here serves once its tombstone was looked up (none found, or no remote
+  // answered).
+  void serve_unless_tombstoned(const store::VariantRecord& rec, bool publish);
+  std::map<VariantId, Fleet::Watched> m_watched;
+  std::set<VariantId> m_awaiting_tombstone; // verified here, not served before the lookup
+  bool m_watch_loaded = false;              // the store's verified variants are in m_watched
+  bool m_tombstone_check_busy = false;
+  std::chrono::steady_clock::time_point m_tombstones_checked_at{};
   bool prerequisites(JobEntry& job);
   void start_job(JobEntry& job);
   void finish_job(JobEntry& job, const Verdict& v);

@@ -265,6 +265,21 @@ public:
     return ok();
   }
 
+  Result<bool> create(const std::string& key, std::string_view bytes) override {
+    if (auto k = check_key(key); !k) return k.error();
+    if (m_endpoint.read_only) return make_error(where() + " is read-only");
+    if (bytes.size() > m_limits.max_object_bytes) {
+      return make_error("an object of " + size_text(bytes.size()) + " is over the limit of " +
+                        size_text(m_limits.max_object_bytes));
+    }
+    // SET ... NX answers OK when it wrote, a nil reply when the key existed.
+    auto r = command({"SET", key, bytes, "NX"});
+    if (!r) return r.error();
+    if ((*r)->type == REDIS_REPLY_NIL) return false;
+    if ((*r)->type != REDIS_REPLY_STATUS) return unexpected("SET NX", **r);
+    return true;
+  }
+
   Result<bool> exists(const std::string& key) override {
     if (auto k = check_key(key); !k) return k.error();
     auto r = command({"EXISTS", key});
@@ -450,6 +465,23 @@ public:
     return ok();
   }
 
+  Result<bool> create(const std::string& key, std::string_view bytes) override {
+    if (auto k = check_key(key); !k) return k.error();
+    if (m_endpoint.read_only) return make_error(m_endpoint.display + " is read-only");
+    if (bytes.size() > m_limits.max_object_bytes) {
+      return make_error("an object of " + size_text(bytes.size()) + " is over the limit of " +
+                        size_text(m_limits.max_object_bytes));
+    }
+    auto there = exists(key);
+    if (!there) return there.error();
+    if (*there) return false;
+    auto r = request("PUT", key, bytes, /*if_none_match=*/true);
+    if (!r) return r.error();
+    if (r->status == 412) return false; // it appeared since the HEAD
+    if (r->status != 200 && r->status != 201 && r->status != 204) return status_error("PUT", key, *r);
+    return true;
+  }
+
   Result<bool> exists(const std::string& key) override {
     if (auto k = check_key(key); !k) return k.error();
     auto r = request("HEAD", key, {});
@@ -482,7 +514,8 @@ private:
     return size * n;
   }
 
-  Result<Reply> request(const char* method, const std::string& key, std::string_view body) {
+  Result<Reply> request(const char* method, const std::string& key, std::string_view body,
+                        bool if_none_match = false) {
     CURL* c = curl_easy_init();
     if (!c) return make_error("cannot start a curl handle");
     struct Cleanup {
@@ -518,6 +551,7 @@ private:
       curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.size()));
       cleanup.headers = curl_slist_append(cleanup.headers, "Content-Type: application/octet-stream");
       cleanup.headers = curl_slist_append(cleanup.headers, "Expect:");
+      if (if_none_match) cleanup.headers = curl_slist_append(cleanup.headers, "If-None-Match: *");
     }
     if (m_keys) {
       for (const auto& h : sign(method, key, body)) cleanup.headers = curl_slist_append(cleanup.headers, h.c_str());

@@ -62,6 +62,12 @@ public:
   // Refused for a read-only endpoint.
   virtual Result<void> put(const std::string& key, std::string_view bytes) = 0;
   virtual Result<bool> exists(const std::string& key) = 0;
+  // Writes `bytes` under `key` only if nothing is there yet: true when written, false when the key
+  // already held something (left as it was). Refused for a read-only endpoint. Redis: SET NX, one
+  // atomic step. HTTP: HEAD, then PUT with `If-None-Match: *` (RFC 9110 section 13.1.2), which
+  // S3 and servers that honour the header refuse with 412 when the key appeared in between;
+  // nginx's dav module ignores the header, so there two writers racing can both write.
+  virtual Result<bool> create(const std::string& key, std::string_view bytes) = 0;
   const Endpoint& endpoint() const { return m_endpoint; }
 
 protected:

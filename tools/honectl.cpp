@@ -622,8 +622,9 @@ int cmd_switch(const Options& o, const std::string& cmd) {
   }
   if (str(*r, "fleet") == "withdrawn") {
     std::cout << "variant " << short_id(str(*r, "id")) << " of " << kernel_display(str(*r, "kernel"))
-              << ": disabled here and withdrawn from the fleet (other hosts stop adopting it; "
-                 "hosts that verified it themselves keep their own verdict)\n";
+              << ": disabled here and withdrawn from the fleet (a tombstone in the remote tier: "
+                 "other hosts stop adopting it, and those serving it withdraw it at their next "
+                 "tombstone lookup)\n";
     return k_exit_ok;
   }
   if (cmd == "evict") {
@@ -912,6 +913,12 @@ int cmd_fleet(const Options& o) {
             << ", unsigned objects: "
             << (r->value("require_signature", false) ? "refused" : "validated like any candidate")
             << "\n";
+  uint64_t every = r->value("tombstone_interval_s", uint64_t(0));
+  std::cout << "tombstones: "
+            << (every ? "looked up every " + std::to_string(every) + " s"
+                      : std::string("not looked up periodically"))
+            << ", variants withdrawn here because of one: "
+            << r->value("withdrawals", uint64_t(0)) << "\n";
   return k_exit_ok;
 }
 
@@ -1040,8 +1047,8 @@ int main(int argc, char** argv) {
                                  "now; survives restarts");
   disable->add_option("TARGET", o.target, target_help)->required();
   disable->add_flag("--fleet", o.fleet,
-                    "a variant only: also withdraw it from the remote tier ([store.remote]), so "
-                    "that other hosts stop adopting it");
+                    "a variant only: also withdraw it from the remote tier ([store.remote]) with a "
+                    "tombstone, so that other hosts stop adopting, serving and publishing it");
   json_opt(disable, "Print the daemon's JSON");
 
   auto* enable = add("enable", "Undo disable");

@@ -230,6 +230,15 @@ std::optional<Failure> CaptureCheck::run(Who who, Fill fill, uint64_t seed,
   set_seed(k_fill_env, m_fill_seed ? *m_fill_seed : seed);
   ::setenv(k_epoch_env, std::to_string(m_epoch ? *m_epoch : epoch_for(seed)).c_str(), 1);
   CUfunction fn = who == Who::original ? m_kernels.original : m_kernels.candidate;
+  if (m_job.gpu_scrub && !m_device.emulated()) {
+    // What the emulated device's fill seed does at every launch, done on a GPU by a kernel ahead
+    // of this one: the same seed, the same garbage; another seed, other garbage.
+    int local = -1;
+    if (m_device.api().cuFuncGetAttribute) {
+      m_device.api().cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn);
+    }
+    m_scrubbed = m_device.scrub(m_fill_seed ? *m_fill_seed : seed, local);
+  }
   if (who == Who::candidate && m_watchdog) {
     // Generous: a correct candidate is not many times slower than the original.
     double s = std::max(60.0, 20 * m_clock->slowest_original_s);

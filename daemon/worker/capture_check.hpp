@@ -74,6 +74,8 @@ public:
   void release();
   // The last timed run started from a flushed L2 (Device::flush_l2).
   bool l2_flushed() const { return m_l2_flushed; }
+  // The last validation run started from scrubbed shared and local memory (Device::scrub).
+  bool scrubbed() const { return m_scrubbed; }
 
   // The capture's part of the evidence (after validate()).
   nlohmann::json evidence() const;
@@ -191,6 +193,7 @@ private:
   bool m_reads_timer = true;
   nlohmann::json m_perturbed = nlohmann::json::array(); // evidence of step g
   bool m_l2_flushed = false; // the last timed run started from a flushed L2
+  bool m_scrubbed = false;   // the last validation run started from scrubbed memory
 };
 
 } // namespace hone::worker

@@ -1,5 +1,8 @@
 #include "daemon/worker/device.hpp"
 
+#include "daemon/worker/scrub.hpp"
+
+#include <algorithm>
 #include <cstring>
 
 namespace hone::worker {
@@ -243,7 +246,7 @@ bool Device::flush_l2() {
   if (!m_l2_tried) {
     m_l2_tried = true;
     int l2 = 0;
-    if (m_name.rfind("hone emulated device", 0) == 0) return false;
+    if (emulated()) return false;
     if (m_api->cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, m_device) !=
             CUDA_SUCCESS ||
         l2 <= 0) {
@@ -259,6 +262,70 @@ bool Device::flush_l2() {
   if (!m_l2_scratch) return false;
   // Outside the timed region: the restore before it waits too.
   return m_api->cuMemsetD8(m_l2_scratch, ++m_l2_value, m_l2_scratch_bytes) == CUDA_SUCCESS;
+}
+
+Result<CUfunction> Device::scrub_function(uint32_t frame) {
+  auto it = m_scrub_modules.find(frame);
+  if (it == m_scrub_modules.end()) {
+    std::string ptx = scrub_ptx(frame);
+    auto m = load(ptx.c_str());
+    if (!m) return make_error("the scrub module does not load: " + m.error().message);
+    it = m_scrub_modules.emplace(frame, std::move(*m)).first;
+  }
+  return it->second.function(frame == 0 ? k_scrub_shared_entry : k_scrub_local_entry);
+}
+
+bool Device::scrub(uint64_t seed, int local_bytes, bool even_emulated) {
+  const auto& a = *m_api;
+  auto unavailable = [&](std::string why) {
+    m_scrub_why = std::move(why);
+    return false;
+  };
+  if (emulated() && !even_emulated) {
+    return unavailable("the emulated device fills shared and local memory itself (fill seed)");
+  }
+  if (!a.cuFuncSetAttribute) return unavailable("the driver lacks cuFuncSetAttribute");
+  auto attribute = [&](CUdevice_attribute what) {
+    int v = 0;
+    return a.cuDeviceGetAttribute(&v, what, m_device) == CUDA_SUCCESS ? v : 0;
+  };
+  const int sms = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  const int optin = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  const int sm_threads = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  const int block_threads = std::min(1024, attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
+  if (sms <= 0 || optin <= 0 || sm_threads <= 0 || block_threads <= 0) {
+    return unavailable("the driver does not say its SM count, shared memory or thread limits");
+  }
+  // Shared memory: one block takes all an SM may give a block, so with two blocks per SM in the
+  // grid every SM runs the scrub at least once (a block per SM at a time).
+  auto shared = scrub_function(0);
+  if (!shared) return unavailable(shared.error().message);
+  if (a.cuFuncSetAttribute(*shared, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin) !=
+          CUDA_SUCCESS ||
+      a.cuFuncSetAttribute(*shared, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                           int(CU_SHAREDMEM_CARVEOUT_MAX_SHARED)) != CUDA_SUCCESS) {
+    return unavailable("the driver refuses the scrub's shared memory size or carveout");
+  }
+  uint32_t bytes = uint32_t(optin);
+  void* shared_args[] = {&seed, &bytes};
+  if (a.cuLaunchKernel(*shared, uint32_t(2 * sms), 1, 1, uint32_t(block_threads), 1, 1, bytes,
+                       m_stream, shared_args, nullptr) != CUDA_SUCCESS) {
+    return unavailable("the shared-memory scrub does not launch");
+  }
+  // Local memory: every thread slot of every SM, twice over, with the kernel's own frame.
+  if (uint32_t frame = scrub_local_frame(local_bytes)) {
+    auto local = scrub_function(frame);
+    if (!local) return unavailable(local.error().message);
+    uint64_t local_seed = seed ^ 0x5bd1e9955bd1e995ull;
+    void* local_args[] = {&local_seed};
+    const uint32_t blocks = uint32_t(2 * sms * ((sm_threads + block_threads - 1) / block_threads));
+    if (a.cuLaunchKernel(*local, blocks, 1, 1, uint32_t(block_threads), 1, 1, 0, m_stream,
+                         local_args, nullptr) != CUDA_SUCCESS) {
+      return unavailable("the local-memory scrub does not launch");
+    }
+  }
+  m_scrub_why.clear();
+  return true;
 }
 
 Result<void> Device::fill(uint64_t dst, uint8_t value, size_t bytes) const {

@@ -9,6 +9,7 @@
 #include "emu/launch_cost.h"
 
 #include <array>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -105,7 +106,17 @@ public:
   // not allocatable, or the emulated device, whose timing keeps no cache between launches.
   bool flush_l2();
 
+  // Before a validation run on a GPU: seeded garbage from `seed` in every SM's shared memory and
+  // in the local-memory window laid out for a kernel of `local_bytes` per thread (scrub.hpp),
+  // on the worker's stream, ahead of the next run(). False when nothing was scrubbed: on the
+  // emulated device (its fill seed does this at every launch) unless `even_emulated`, or when the
+  // driver lacks what the scrub needs; `why` then says which.
+  bool scrub(uint64_t seed, int local_bytes, bool even_emulated = false);
+  const std::string& scrub_unavailable() const { return m_scrub_why; }
+  bool emulated() const { return m_name.rfind("hone emulated device", 0) == 0; }
+
 private:
+  Result<CUfunction> scrub_function(uint32_t frame);
   Device() = default;
   std::shared_ptr<const cuda::DriverApi> m_api;
   CUdevice m_device = 0;
@@ -123,6 +134,8 @@ private:
   size_t m_l2_scratch_bytes = 0;
   bool m_l2_tried = false;
   uint8_t m_l2_value = 0;
+  std::map<uint32_t, Module> m_scrub_modules; // by local frame; 0: the shared scrub alone
+  std::string m_scrub_why;
 };
 
 } // namespace hone::worker

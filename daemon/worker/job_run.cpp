@@ -64,22 +64,39 @@ std::string fixed(double v, int digits) {
 
 // Would the candidate serve this launch? The shim checks the same guard on every launch
 // (shim/hooks_launch.cpp): a capture it fails is one the candidate never has to match.
-bool guard_passes(const Guard& g, const Capture& c) {
+// Why capture `c` is not a launch the guard `g` lets the candidate serve; nullopt when it is.
+std::optional<std::string> guard_refuses(const Guard& g, const Capture& c) {
+  auto shape = [](const std::array<uint32_t, 3>& b) {
+    return std::to_string(b[0]) + "x" + std::to_string(b[1]) + "x" + std::to_string(b[2]);
+  };
   for (size_t d = 0; d < 3; ++d) {
-    if (g.block[d] && g.block[d] != c.block[d]) return false;
+    if (g.block[d] && g.block[d] != c.block[d]) {
+      return "its block is " + shape(c.block) + ", the candidate is for " + shape(g.block);
+    }
   }
   for (const auto& s : g.scalars) {
-    if (s.param >= c.params.size() || s.bytes.size() > c.params[s.param].size) return false;
-    if (c.param_bytes.compare(c.params[s.param].offset, s.bytes.size(), s.bytes) != 0) return false;
+    if (s.param >= c.params.size() || s.bytes.size() > c.params[s.param].size ||
+        c.param_bytes.compare(c.params[s.param].offset, s.bytes.size(), s.bytes) != 0) {
+      return "parameter " + std::to_string(s.param) +
+             " is not the value the candidate was specialized for";
+    }
   }
   if (g.no_alias) {
     for (size_t i = 0; i < c.buffers.size(); ++i) {
       for (size_t j = i + 1; j < c.buffers.size(); ++j) {
-        if (c.buffers[i].base == c.buffers[j].base) return false;
+        if (c.buffers[i].base == c.buffers[j].base) {
+          return "parameters " + std::to_string(c.buffers[i].param) + " and " +
+                 std::to_string(c.buffers[j].param) +
+                 " point into the same buffer, and the candidate needs them apart";
+        }
       }
     }
   }
-  return true;
+  return std::nullopt;
+}
+
+bool guard_passes(const Guard& g, const Capture& c) {
+  return !guard_refuses(g, c);
 }
 
 // The original's PTX analysis, when it has PTX and the PTX parses.
@@ -185,12 +202,19 @@ std::optional<Failure> JobRun::go() {
 
   // Only captures that hold what they should, laid out as the kernel's parameters are.
   std::vector<size_t> usable;
-  size_t outside_guard = 0;
+  size_t outside_guard = 0, incomplete = 0;
+  std::string guard_reason, incomplete_reason;
   for (size_t i = 0; i < m_job.captures.size(); ++i) {
     const Capture& c = m_job.captures[i];
-    if (c.status != CaptureStatus::ok) continue;
-    if (!guard_passes(m_job.guard, c)) {
-      ++outside_guard;
+    if (c.status != CaptureStatus::ok) {
+      if (incomplete++ == 0) {
+        incomplete_reason = "capture " + std::to_string(i) + ": " +
+                            (c.reason.empty() ? "not taken completely" : c.reason);
+      }
+      continue;
+    }
+    if (auto why = guard_refuses(m_job.guard, c)) {
+      if (outside_guard++ == 0) guard_reason = "capture " + std::to_string(i) + ": " + *why;
       continue;
     }
     if (c.params != *lo) {
@@ -203,10 +227,18 @@ std::optional<Failure> JobRun::go() {
   }
   m_evidence["captures_outside_guard"] = outside_guard;
   if (usable.empty()) {
-    return Failure{VerdictKind::internal,
-                   "the job has no usable capture (" + std::to_string(m_job.captures.size()) +
-                       " given: " + std::to_string(outside_guard) +
-                       " fail the candidate's guard, the rest were not captured completely)"};
+    // Not hone's fault: the candidate does not apply to the launches the application made (its
+    // guard), or the process could not capture them (it says why).
+    if (outside_guard > 0) {
+      return Failure{VerdictKind::unsupported,
+                     "not applicable: no capture passes the candidate's guard (" +
+                         std::to_string(outside_guard) + " of " +
+                         std::to_string(m_job.captures.size()) + " fail it; " + guard_reason + ")"};
+    }
+    return Failure{VerdictKind::unsupported,
+                   "no usable capture: the process could not capture the launches (" +
+                       std::to_string(incomplete) + " of " + std::to_string(m_job.captures.size()) +
+                       "; " + incomplete_reason + ")"};
   }
   m_bench_capture = usable.front();
   const ptx::EntryInfo* entry = m_entry ? &*m_entry : nullptr;
@@ -230,8 +262,7 @@ std::optional<Failure> JobRun::go() {
     m_verdict.kind = VerdictKind::verified;
     m_verdict.message = "check: correct on " + std::to_string(m_checks.size()) + " capture" +
                         (m_checks.size() == 1 ? "" : "s") +
-                        (m_tolerance_used ? " (within tolerance)" : " (bitwise)") +
-                        "; not timed";
+                        (m_tolerance_used ? " (within tolerance)" : " (bitwise)") + "; not timed";
     return std::nullopt;
   }
 
@@ -317,8 +348,8 @@ std::optional<Failure> JobRun::compiled(CUfunction fn, const std::vector<ParamSl
     shape = {c.grid, c.block, c.shared_bytes};
   }
   KernelProfile p = m_device.profile(fn, shape);
-  std::string text = "check: compiled and loaded; it takes the original's " +
-                     layout_text(layout) + " (offset:size)";
+  std::string text = "check: compiled and loaded; it takes the original's " + layout_text(layout) +
+                     " (offset:size)";
   std::string resources;
   auto add = [&](int v, const char* what) {
     if (v < 0) return;
@@ -328,8 +359,9 @@ std::optional<Failure> JobRun::compiled(CUfunction fn, const std::vector<ParamSl
   add(p.local_bytes, " B local memory per thread");
   add(p.static_shared_bytes, " B static shared memory");
   if (p.blocks_per_sm >= 0 && p.max_warps_per_sm > 0) {
-    resources += (resources.empty() ? "" : ", ") + std::to_string(p.blocks_per_sm * p.warps_per_block) +
-                 " of " + std::to_string(p.max_warps_per_sm) + " warps per SM at the captured block";
+    resources += (resources.empty() ? "" : ", ") +
+                 std::to_string(p.blocks_per_sm * p.warps_per_block) + " of " +
+                 std::to_string(p.max_warps_per_sm) + " warps per SM at the captured block";
   }
   if (!resources.empty()) text += "; " + resources;
   if (!log.empty()) text += "\n" + log;
@@ -430,8 +462,11 @@ void JobRun::record_profile(const Capture& capture, const Measurement& m) {
       j["warps_per_sm"] = c->warps_per_sm;
       j["waves"] = c->waves;
       j["modeled_ns"] = c->modeled_ns;
-      j["terms_ns"] = {{"issue", c->issue_ns}, {"latency", c->latency_ns}, {"L1", c->l1_ns},
-                       {"L2", c->l2_ns},       {"DRAM", c->dram_ns}};
+      j["terms_ns"] = {{"issue", c->issue_ns},
+                       {"latency", c->latency_ns},
+                       {"L1", c->l1_ns},
+                       {"L2", c->l2_ns},
+                       {"DRAM", c->dram_ns}};
       j["dram_bytes"] = c->dram_bytes;
       j["l2_bytes"] = c->l2_bytes;
       j["dram_bytes_per_s_peak"] = c->dram_bytes_per_s;
@@ -463,6 +498,18 @@ JobOutcome JobRun::finish(std::optional<Failure> f) {
     }
   }
   if (m_tolerance_used) m_verdict.comparison = Comparison::tolerance;
+  // Shared and local memory before each validation run: the emulated device's fill seed, a
+  // scrub kernel on a GPU, or neither (and why).
+  if (m_device.emulated()) {
+    m_evidence["memory_scrub"] = "fill seed (emulated device)";
+  } else if (!m_job.gpu_scrub) {
+    m_evidence["memory_scrub"] = "off ([validation] gpu_scrub = false)";
+  } else if (std::any_of(m_checks.begin(), m_checks.end(),
+                         [](const auto& c) { return c->scrubbed(); })) {
+    m_evidence["memory_scrub"] = "scrub kernel";
+  } else if (!m_checks.empty()) {
+    m_evidence["memory_scrub"] = "none: " + m_device.scrub_unavailable();
+  }
   m_evidence["comparison"] =
       m_verdict.comparison == Comparison::tolerance ? "tolerance" : "bitwise";
   m_evidence["verdict"] = to_string(m_verdict.kind);
@@ -488,8 +535,7 @@ JobOutcome JobRun::finish(std::optional<Failure> f) {
 
 } // namespace
 
-JobOutcome run_job(Device& device, const Bundle& bundle, Watchdog* watchdog,
-                   OriginalMemo* memo) {
+JobOutcome run_job(Device& device, const Bundle& bundle, Watchdog* watchdog, OriginalMemo* memo) {
   JobRun run(device, bundle, watchdog, memo);
   return run.run();
 }

@@ -30,6 +30,11 @@
 #    them gives, and the Spearman rank correlation of the model's times with the GPU's.
 #    Carry "build/bench/model_pairs.ptx" too.
 #
+# 7. The scrub (daemon/worker/scrub.hpp): the uninitialized-shared-memory corpus entry through a
+#    worker on the GPU, with [validation] gpu_scrub on (must be refused) and off (printed).
+# 8. The L2 flush between timed runs (Device::flush_l2) on a memory-bound kernel:
+#    hone-bench-l2-flush, the gap between flushed and unflushed medians.
+#
 # Logs go to $OUT (default /tmp/hone-gpu); the end of the output is a short summary. Each part has
 # its own time limit, so one that hangs does not take the others with it.
 set -uo pipefail
@@ -283,6 +288,32 @@ PY
   [ $gpu_rc -eq 0 ] || failures=$((failures + 1))
 else
   echo "  $pairs or $pairs_ptx not carried: skipped"
+fi
+
+echo "== scrub: uninitialized shared memory on the GPU, with and without the scrub"
+# tests/cheats/uninitialized_shared.cu against block_sum through a worker on the real driver:
+# [validation] gpu_scrub on must give `nondeterministic` (the test asserts it), off prints what
+# the GPU gives without it. Carry "build/tests" (worker_test, hone_worker_host).
+if [ -x "$root/build/tests/worker_test" ]; then
+  HONE_TEST_DRIVER=libcuda.so.1 HONE_TEST_WORKER_HOST=$root/build/tests/hone_worker_host \
+    HONE_TEST_SOURCE_DIR=$root timeout 300 "$root/build/tests/worker_test" \
+    --gtest_filter='WorkerTest.UninitializedSharedMemoryIsCaughtWithTheScrub' >"$out/scrub.log" 2>&1
+  scrub=$?
+  grep -E '^gpu_scrub|OK \]|FAILED \]' "$out/scrub.log"
+  [ $scrub -eq 0 ] || failures=$((failures + 1))
+else
+  echo "  build/tests/worker_test not carried: skipped"
+fi
+
+echo "== L2 flush between timed runs: a memory-bound kernel with and without it"
+# hone-bench-l2-flush: the worker's Device times a kernel reading 16 MiB (fits the L2) without a
+# flush between runs and with the worker's flush before each; the gap is what an unflushed
+# timing would credit a candidate that only finds its data in cache.
+if [ -x "$bundle/bin/hone-bench-l2-flush" ]; then
+  timeout 120 "$bundle/bin/hone-bench-l2-flush" --mb 16 --reps 50 >"$out/l2_flush.log" 2>&1
+  l2=$?
+  cat "$out/l2_flush.log"
+  [ $l2 -eq 0 ] || failures=$((failures + 1))
 fi
 
 echo "== $failures failure(s)"

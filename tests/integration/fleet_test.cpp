@@ -1,18 +1,24 @@
-// The remote tier between hosts (issue 15): honeds with state directories of their own share one
-// remote that the test starts on loopback, a redis-server or nginx with its WebDAV module. Host A
-// finds and verifies a variant and publishes it, signed with the fleet key; host B finds it in the
-// remote, validates it on its own captures without running any strategy, and serves it; an
-// operator withdraws it from the fleet on B, and host E does not adopt it; a record tampered with
-// in the remote is refused (the signature) and host C searches by itself; with the remote down
-// (and another one that hangs), host D works on its own and publishes once the remote is back.
+// The remote tier between hosts (issues 15 and 33): honeds with state directories of their own
+// share one remote that the test starts on loopback, a redis-server or nginx with its WebDAV
+// module. Host A finds and verifies a variant and publishes it, signed with the fleet key; host B
+// finds it in the remote, validates it on its own captures without running any strategy, and
+// serves it while A serves it too. Tombstones for it that are unsigned or tampered with change
+// nothing on B; then an operator withdraws it from the fleet on A, A writes its tombstone, and B
+// withdraws it within tombstone_interval_s, saying why. Host E does not adopt it; a record tampered
+// with in the remote is refused (the signature), host C searches by itself, verifies the very
+// variant, and neither serves nor publishes it (the tombstone); with the remote down (and another
+// one that hangs), host D works on its own, serves and publishes once the remote is back (empty);
+// host B, started again, writes the tombstone it knows again, and D withdraws the variant.
 #include "daemon_process.hpp"
 #include "remote_servers.hpp"
+#include "store/records.hpp"
 #include "store/remote.hpp"
 #include "store/remote_object.hpp"
 
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <thread>
@@ -25,9 +31,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::unique_ptr<DaemonProcess> start_daemon(const std::string& extra) {
+// `dir`: where honed keeps its state, to start another honed on it later (empty: its own).
+std::unique_ptr<DaemonProcess> start_daemon(const std::string& extra,
+                                            const fs::path& dir = {}) {
   DaemonOptions o;
   o.config = emu_agent_config(HONE_EMU_LIBRARY_DIR, extra);
+  o.dir = dir;
   o.env.emplace("HONE_EMU_INSTRUCTION_BUDGET", "400000000");
   auto d = DaemonProcess::start(std::move(o));
   if (!d) {
@@ -70,6 +79,39 @@ std::string remote_section(const std::vector<std::string>& urls, const fs::path&
   for (size_t i = 0; i < urls.size(); ++i) s += (i ? ", \"" : "\"") + urls[i] + "\"";
   s += "]\nkey_file = \"" + key.string() + "\"\nrequire_signature = true\n" + more;
   return s;
+}
+
+json variant_on(Ctl& ctl, const std::string& kernel, const std::string& id) {
+  json r = ctl.request({{"cmd", "variants"}, {"target", kernel}});
+  for (const auto& v : r["result"]["variants"]) {
+    if (v.value("id", "") == id) return v;
+  }
+  return nullptr;
+}
+
+// A tombstone for the variant `v` (as honectl lists it) that names it exactly.
+store::remote_object::Tombstone tombstone_for(const json& v, const std::string& reason) {
+  store::remote_object::Tombstone t;
+  t.variant = *VariantId::from_hex(v.value("id", ""));
+  t.kernel = *KernelKey::parse(v.value("kernel", ""));
+  t.arch = v.value("arch", "");
+  t.driver_major = v.value("driver_major", 0u);
+  t.when = std::time(nullptr);
+  t.reason = reason;
+  t.host = "nobody";
+  return t;
+}
+
+std::string metric_line(const std::string& socket, const std::string& name) {
+  RunResult m = run_honectl({"metrics", "--socket", socket});
+  size_t at = m.out.find("\n" + name + " ");
+  return at == std::string::npos ? "" : m.out.substr(at + 1, m.out.find('\n', at + 1) - at - 1);
+}
+
+std::string host_name() {
+  char h[256] = {};
+  ::gethostname(h, sizeof h - 1);
+  return h;
 }
 
 } // namespace
@@ -122,34 +164,46 @@ TEST_P(Fleet, VerifiedOnOneHostAdoptedByAnotherAfterItsOwnValidation) {
   fs::path key = dir.path() / "fleet.key";
   std::ofstream(key) << "a fleet key of the test, 32 bytes or more\n";
   ::chmod(key.c_str(), 0600);
-  const std::string config = remote_section({url}, key);
+  // Tombstones are looked up every second here (60 s by default).
+  const std::string config = remote_section({url}, key, "tombstone_interval_s = 1\n");
   std::string object_key, withdrawn_id;
+  auto remote = store::remote::connect(*store::remote::parse_url(url));
+  ASSERT_TRUE(remote);
+  auto fleet_key = store::remote_object::read_key(key.string());
+  ASSERT_TRUE(fleet_key);
 
-  // Host A: the strategies find the specialized kernel; it is verified and published.
+  // Host A: the strategies find the specialized kernel; it is verified and published. A keeps
+  // serving it while host B adopts it.
+  auto a = start_daemon(config);
+  ASSERT_TRUE(a);
+  auto app_a = std::make_unique<BackgroundApp>(spec_app(a->socket()));
+  Ctl ctl_a(a->socket());
+  ASSERT_TRUE(wait_for(
+      [&] { return !ctl_a.verified_variant("mix_rounds", "specialize").is_null(); }, 240s))
+      << ctl_a.request({{"cmd", "jobs"}}).dump(2) << a->log();
+  ASSERT_TRUE(wait_for([&] { return field(remote_status(ctl_a), "published") > 0; }, 60s))
+      << ctl_a.request({{"cmd", "fleet"}}).dump(2) << a->log();
+  // Its own lookup came first, and missed.
+  EXPECT_GE(field(remote_status(ctl_a), "misses"), 1u) << remote_status(ctl_a).dump(2);
+  object_key = published_key(a->log());
+  ASSERT_FALSE(object_key.empty()) << a->log();
   {
-    auto a = start_daemon(config);
-    ASSERT_TRUE(a);
-    BackgroundApp app(spec_app(a->socket()));
-    Ctl ctl(a->socket());
-    ASSERT_TRUE(wait_for(
-        [&] { return !ctl.verified_variant("mix_rounds", "specialize").is_null(); }, 240s))
-        << ctl.request({{"cmd", "jobs"}}).dump(2) << a->log();
-    ASSERT_TRUE(wait_for([&] { return field(remote_status(ctl), "published") > 0; }, 60s))
-        << ctl.request({{"cmd", "fleet"}}).dump(2) << a->log();
-    // Its own lookup came first, and missed.
-    EXPECT_GE(field(remote_status(ctl), "misses"), 1u) << remote_status(ctl).dump(2);
-    object_key = published_key(a->log());
-    ASSERT_FALSE(object_key.empty()) << a->log();
     RunResult shown = run_honectl({"fleet", "--socket", a->socket()});
     EXPECT_EQ(shown.exit_code, 0) << shown.err;
     EXPECT_NE(shown.out.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << shown.out;
     EXPECT_NE(shown.out.find("reachable"), std::string::npos) << shown.out;
-    expect_correct(app);
   }
+  const json variant = ctl_a.verified_variant("mix_rounds", "specialize");
+  withdrawn_id = variant.value("id", "");
+  const std::string tomb_key = object_key + ".withdrawn." + withdrawn_id;
+  ASSERT_TRUE(wait_for([&] { return !ctl_a.kernel("mix_rounds").value("serving", "").empty(); },
+                       60s))
+      << ctl_a.kernel("mix_rounds").dump(2);
 
   // Host B: the remote has it; B validates it here, runs no strategy, and serves it.
+  TempDir b_dir("hone-fleet-b");
   {
-    auto b = start_daemon(config);
+    auto b = start_daemon(config, b_dir.path());
     ASSERT_TRUE(b);
     BackgroundApp app(spec_app(b->socket()));
     Ctl ctl(b->socket());
@@ -171,19 +225,84 @@ TEST_P(Fleet, VerifiedOnOneHostAdoptedByAnotherAfterItsOwnValidation) {
     EXPECT_NE(b->log().find("adopted from the fleet"), std::string::npos) << b->log();
     std::this_thread::sleep_for(1s); // report intervals: strategies would have started by now
     EXPECT_EQ(ctl.request({{"cmd", "jobs"}})["result"]["jobs"].size(), jobs.size());
-
-    // An operator withdraws the variant from the whole fleet, from host B.
     json adopted = ctl.verified_variant("mix_rounds", "specialize");
     ASSERT_FALSE(adopted.is_null()) << ctl.kernel("mix_rounds").dump(2);
-    withdrawn_id = adopted.value("id", "");
+    EXPECT_EQ(adopted.value("id", ""), withdrawn_id);
+    EXPECT_EQ(ctl.kernel("mix_rounds").value("serving", ""), withdrawn_id);
+
+    // Someone who can write the remote but has no fleet key writes tombstones for it: unsigned,
+    // then signed and changed by one byte. B refuses each, says why, and keeps serving it.
+    auto forged = tombstone_for(variant, "withdrawn by nobody");
+    ASSERT_TRUE((*remote)->put(tomb_key, store::remote_object::encode_tombstone(forged, nullptr)));
+    ASSERT_TRUE(wait_for([&] { return b->log().find("an unsigned tombstone, refused") !=
+                                      std::string::npos; },
+                         30s))
+        << b->log();
+    std::string tampered = store::remote_object::encode_tombstone(forged, &*fleet_key);
+    tampered[tampered.find("nobody")] ^= 0x20;
+    ASSERT_TRUE((*remote)->put(tomb_key, tampered));
+    ASSERT_TRUE(wait_for([&] { return b->log().find("tombstone's signature does not verify") !=
+                                      std::string::npos; },
+                         30s))
+        << b->log();
+    EXPECT_GE(field(remote_status(ctl), "tombstones_rejected"), 2u) << remote_status(ctl).dump(2);
+    const uint64_t served = field(ctl.kernel("mix_rounds"), "variant_launches");
+    ASSERT_TRUE(wait_for(
+        [&] { return field(ctl.kernel("mix_rounds"), "variant_launches") > served + 5; }, 60s))
+        << ctl.kernel("mix_rounds").dump(2);
+    EXPECT_EQ(ctl.kernel("mix_rounds").value("serving", ""), withdrawn_id);
+    EXPECT_EQ(variant_on(ctl, "mix_rounds", withdrawn_id).value("state", ""), "verified");
+    EXPECT_EQ(metric_line(b->socket(), "hone_remote_withdrawals_total"),
+              "hone_remote_withdrawals_total 0");
+
+    // An operator withdraws the variant from the whole fleet, on host A: A writes its tombstone
+    // (over the forged one, which fails its checks), and B, which verified the variant itself,
+    // withdraws it from its processes within the interval and records why.
     RunResult off =
-        run_honectl({"disable", withdrawn_id, "--fleet", "--socket", b->socket()});
+        run_honectl({"disable", withdrawn_id, "--fleet", "--socket", a->socket()});
     EXPECT_EQ(off.exit_code, 0) << off.out << off.err;
     EXPECT_NE(off.out.find("withdrawn from the fleet"), std::string::npos) << off.out;
-    ASSERT_TRUE(wait_for([&] { return field(remote_status(ctl), "published") > 0; }, 60s))
-        << ctl.request({{"cmd", "fleet"}}).dump(2) << b->log();
+    auto t0 = std::chrono::steady_clock::now();
+    json withdrawn;
+    ASSERT_TRUE(wait_for(
+        [&] {
+          withdrawn = variant_on(ctl, "mix_rounds", withdrawn_id);
+          return withdrawn.value("state", "") == "rejected" &&
+                 ctl.kernel("mix_rounds").value("serving", "").empty();
+        },
+        60s))
+        << withdrawn.dump(2) << ctl.kernel("mix_rounds").dump(2) << b->log() << a->log();
+    std::cout << "host B withdrew the variant "
+              << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+              << " s after the operator's command on host A\n";
+    const std::string why = "withdrawn in the fleet: disabled by an operator on host " + host_name();
+    EXPECT_EQ(withdrawn.value("verdict", "").rfind(why, 0), 0u) << withdrawn.dump(2);
+    EXPECT_NE(b->log().find("withdrawn from every process: a tombstone in"), std::string::npos)
+        << b->log();
+    json shown = ctl.request({{"cmd", "show"}, {"target", withdrawn_id}})["result"];
+    EXPECT_NE(shown.dump().find("fleet_tombstone"), std::string::npos) << shown.dump(2);
+    EXPECT_EQ(metric_line(b->socket(), "hone_remote_withdrawals_total"),
+              "hone_remote_withdrawals_total 1");
+    EXPECT_GE(field(remote_status(ctl), "tombstones_found"), 1u) << remote_status(ctl).dump(2);
+    EXPECT_NE(a->log().find("over what was there, which failed its checks"), std::string::npos)
+        << a->log();
     expect_correct(app);
   }
+  // The tombstone in the remote is A's, signed with the fleet key.
+  auto tomb = (*remote)->get(tomb_key);
+  ASSERT_TRUE(tomb && tomb->has_value()) << tomb_key;
+  const std::string tombstone_bytes = **tomb;
+  {
+    auto expected = tombstone_for(variant, "");
+    auto d = store::remote_object::decode_tombstone(tombstone_bytes, &*fleet_key, true, expected);
+    ASSERT_TRUE(d) << d.error().message;
+    EXPECT_TRUE(d->signed_by_fleet);
+    EXPECT_EQ(d->tombstone.host, host_name());
+    EXPECT_NE(d->tombstone.reason.find("disabled by an operator"), std::string::npos);
+  }
+  expect_correct(*app_a);
+  app_a.reset();
+  a.reset();
 
   // Host E: the remote says the variant was withdrawn; E does not adopt it, searches by itself,
   // and keeps the operator's decision even when its own search finds the same variant.
@@ -208,19 +327,18 @@ TEST_P(Fleet, VerifiedOnOneHostAdoptedByAnotherAfterItsOwnValidation) {
 
   // Someone who can write the remote changes one byte of the variant's record: the signature no
   // longer verifies, host C refuses the object unvalidated, says so, and searches by itself.
+  std::string tampered_object;
   {
-    auto e = store::remote::parse_url(url);
-    ASSERT_TRUE(e);
-    auto backend = store::remote::connect(*e);
-    ASSERT_TRUE(backend);
-    auto got = (*backend)->get(object_key);
+    auto got = (*remote)->get(object_key);
     ASSERT_TRUE(got && got->has_value()) << object_key;
-    std::string object = **got;
-    size_t at = object.find("mix_rounds", 100);
+    tampered_object = **got;
+    size_t at = tampered_object.find("mix_rounds", 100);
     ASSERT_NE(at, std::string::npos);
-    object[at] ^= 0x20;
-    ASSERT_TRUE((*backend)->put(object_key, object));
+    tampered_object[at] ^= 0x20;
+    ASSERT_TRUE((*remote)->put(object_key, tampered_object));
   }
+  // Host C thus never saw the withdrawal, and its own search verifies the very variant: the
+  // tombstone keeps it from serving there and from being published again.
   {
     auto c = start_daemon(config);
     ASSERT_TRUE(c);
@@ -230,7 +348,39 @@ TEST_P(Fleet, VerifiedOnOneHostAdoptedByAnotherAfterItsOwnValidation) {
         << ctl.request({{"cmd", "jobs"}}).dump(2) << c->log();
     EXPECT_GE(field(remote_status(ctl), "rejected"), 1u) << remote_status(ctl).dump(2);
     EXPECT_NE(c->log().find("signature does not verify"), std::string::npos) << c->log();
+    json mine;
+    ASSERT_TRUE(wait_for(
+        [&] {
+          mine = variant_on(ctl, "mix_rounds", withdrawn_id);
+          return mine.value("state", "") == "rejected";
+        },
+        60s))
+        << mine.dump(2) << c->log();
+    EXPECT_NE(mine.value("verdict", "").find("disabled by an operator"), std::string::npos)
+        << mine.dump(2);
+    EXPECT_NE(c->log().find("verified here, never serves: a tombstone"), std::string::npos)
+        << c->log();
+    EXPECT_NE(ctl.kernel("mix_rounds").value("serving", ""), withdrawn_id);
     expect_correct(app);
+    EXPECT_EQ(c->log().find("variant " + withdrawn_id + " of mix_rounds pushed"),
+              std::string::npos)
+        << c->log();
+  }
+  // The tombstone is as A wrote it, and whatever C published (if another of its variants was
+  // verified) does not carry the withdrawn one as verified.
+  EXPECT_EQ(**(*remote)->get(tomb_key), tombstone_bytes);
+  {
+    auto now = (*remote)->get(object_key);
+    ASSERT_TRUE(now && now->has_value());
+    if (**now != tampered_object) {
+      auto d = store::remote_object::decode(**now, &*fleet_key, true, 64 << 20);
+      ASSERT_TRUE(d) << d.error().message;
+      for (const auto& r : d->records) {
+        auto v = store::records::decode_variant(r);
+        ASSERT_TRUE(v);
+        EXPECT_FALSE(v->id.hex() == withdrawn_id && v->state == store::VariantState::verified);
+      }
+    }
   }
 
   // The remote down, and another that accepts connections and never answers: host D works on its
@@ -239,7 +389,7 @@ TEST_P(Fleet, VerifiedOnOneHostAdoptedByAnotherAfterItsOwnValidation) {
   Silent hung;
   {
     auto d = start_daemon(remote_section({GetParam().url(hung.port()), url}, key,
-                                         "timeout_ms = 300\n"));
+                                         "timeout_ms = 300\ntombstone_interval_s = 1\n"));
     ASSERT_TRUE(d);
     BackgroundApp app(spec_app(d->socket()));
     Ctl ctl(d->socket());
@@ -252,6 +402,30 @@ TEST_P(Fleet, VerifiedOnOneHostAdoptedByAnotherAfterItsOwnValidation) {
     ASSERT_TRUE(again);
     ASSERT_TRUE(wait_for([&] { return field(remote_status(ctl, 1), "published") > 0; }, 120s))
         << ctl.request({{"cmd", "fleet"}}).dump(2) << d->log();
+    // The remote came back empty, so D, which never saw the withdrawal, published the variant.
+    // Host B starts again on its state: it writes the tombstones it knows again, the very one
+    // A wrote, and D withdraws the variant within the interval.
+    EXPECT_EQ(ctl.kernel("mix_rounds").value("serving", ""), withdrawn_id);
+    auto b_again = start_daemon(config, b_dir.path());
+    ASSERT_TRUE(b_again);
+    ASSERT_TRUE(wait_for(
+        [&] {
+          auto t = (*remote)->get(tomb_key);
+          return t && t->has_value() && **t == tombstone_bytes;
+        },
+        30s))
+        << b_again->log();
+    json gone;
+    ASSERT_TRUE(wait_for(
+        [&] {
+          gone = variant_on(ctl, "mix_rounds", withdrawn_id);
+          return gone.value("state", "") == "rejected" &&
+                 ctl.kernel("mix_rounds").value("serving", "") != withdrawn_id;
+        },
+        60s))
+        << gone.dump(2) << d->log();
+    EXPECT_NE(gone.value("verdict", "").find("disabled by an operator"), std::string::npos)
+        << gone.dump(2);
     expect_correct(app);
   }
 }

@@ -193,6 +193,19 @@ TEST(RemoteRedis, ObjectsRoundTripAndAReadOnlyRemoteRefusesWrites) {
   // Keys are names, not paths or commands.
   EXPECT_FALSE(b->get("a/b"));
   EXPECT_FALSE(b->put("a b", "x"));
+
+  // create() writes once (SET NX): a second writer leaves the first one's bytes; read-only refuses.
+  auto made = b->create("t1", "first");
+  ASSERT_TRUE(made) << made.error().message;
+  EXPECT_TRUE(*made);
+  auto again = b->create("t1", "second");
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_FALSE(*again);
+  EXPECT_EQ(**b->get("t1"), "first");
+  auto ro_create = ro->create("t2", "x");
+  ASSERT_FALSE(ro_create);
+  EXPECT_NE(ro_create.error().message.find("read-only"), std::string::npos);
+  EXPECT_FALSE(*b->exists("t2"));
 }
 
 TEST(RemoteRedis, ADownOrSilentServerIsAnErrorWithinTheTimeoutAndARestartIsReconnected) {
@@ -252,6 +265,15 @@ TEST(RemoteHttp, ObjectsRoundTripThroughNginxWebDav) {
   // Overwritten in place.
   ASSERT_TRUE(b->put("k1", "second"));
   EXPECT_EQ(**b->get("k1"), "second");
+  // ... but never by create(): it writes only where nothing is.
+  auto kept = b->create("k1", "third");
+  ASSERT_TRUE(kept) << kept.error().message;
+  EXPECT_FALSE(*kept);
+  EXPECT_EQ(**b->get("k1"), "second");
+  auto made = b->create("t1", "first");
+  ASSERT_TRUE(made) << made.error().message;
+  EXPECT_TRUE(*made);
+  EXPECT_EQ(**b->get("t1"), "first");
 
   // A read-only URL never writes; a path the server does not let us write is an error with the
   // status.

@@ -239,6 +239,7 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_VALIDATION_F16_ABS",
                         "HONE_VALIDATION_SHADOW_EVERY",
                         "HONE_VALIDATION_STATIC_CHECKS",
+                        "HONE_VALIDATION_GPU_SCRUB",
                         "HONE_AGENT_LLM_ENABLED",
                         "HONE_AGENT_LLM_BASE_URL",
                         "HONE_AGENT_LLM_MODEL",
@@ -259,7 +260,7 @@ TEST(EnvironmentKeys, NameEveryKeyAndTheAliases) {
                         "HONE_AGENT_LLM_SASS_KERNELS"}) {
     EXPECT_TRUE(vars.count(v)) << v;
   }
-  EXPECT_EQ(keys.size(), 68u);
+  EXPECT_EQ(keys.size(), 69u);
 }
 
 TEST(ConfigFile, SetsEveryKey) {
@@ -338,6 +339,7 @@ f64_abs = 1
 f16_rel = 0.05
 shadow_every = 77
 static_checks = false
+gpu_scrub = false
 f16_abs = -0.0
 )");
   EXPECT_FALSE(c.optimizer.enabled);
@@ -365,6 +367,7 @@ f16_abs = -0.0
   EXPECT_EQ(c.validation.f16_rel, 0.05);
   EXPECT_EQ(c.validation.shadow_every, 77u);
   EXPECT_FALSE(c.validation.static_checks);
+  EXPECT_FALSE(c.validation.gpu_scrub);
   EXPECT_EQ(c.validation.f16_abs, 0.0);
   EXPECT_FALSE(std::signbit(c.validation.f16_abs)); // -0.0 reads as 0
   EXPECT_EQ(parsed("[validation]\nmin_speedup = 2\n").validation.min_speedup, 2.0);
@@ -1239,6 +1242,7 @@ timeout_ms = 2000
 max_object_mb = 16
 key_file = "/etc/hone/fleet.key"
 require_signature = true
+tombstone_interval_s = 5
 )");
   EXPECT_EQ(c.store.remote.urls,
             (std::vector<std::string>{"redis://cache.internal:6379/2",
@@ -1248,7 +1252,13 @@ require_signature = true
   EXPECT_EQ(c.store.remote.max_object_mb, 16u);
   EXPECT_EQ(c.store.remote.key_file, "/etc/hone/fleet.key");
   EXPECT_TRUE(c.store.remote.require_signature);
+  EXPECT_EQ(c.store.remote.tombstone_interval_s, 5u);
   EXPECT_TRUE(Config{}.store.remote.urls.empty());
+  EXPECT_EQ(Config{}.store.remote.tombstone_interval_s, 60u);
+  EXPECT_EQ(parsed("[store.remote]\ntombstone_interval_s = 0\n").store.remote.tombstone_interval_s,
+            0u);
+  std::string too_long = parse_error("[store.remote]\ntombstone_interval_s = 100000\n");
+  EXPECT_NE(too_long.find("tombstone_interval_s"), std::string::npos) << too_long;
 
   auto env = load("/nonexistent/hone.toml", true,
                   {{"HONE_STORE_REMOTE_URLS", "redis://a:1, http://b/x|read-only"}}, {});

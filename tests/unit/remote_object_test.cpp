@@ -2,6 +2,8 @@
 // carry a fleet key's HMAC. Whatever comes back from a remote — the object as published, tampered
 // with, truncated, garbage, unsigned where a signature is required, signed with another key,
 // oversized — either decodes to exactly the records that went in or is refused with the reason.
+// Tombstones (a variant withdrawn from the fleet) are held to the same rules, and one stored under
+// another variant's name is refused.
 #include "store/records.hpp"
 #include "store/remote_object.hpp"
 #include "store/store.hpp"
@@ -15,8 +17,12 @@
 #include <filesystem>
 #include <fstream>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 using namespace hone;
 using namespace hone::store;
+using remote_object::FleetKey;
 namespace fs = std::filesystem;
 
 namespace {
@@ -175,4 +181,113 @@ TEST(RemoteObject, FleetKeysComeFromPrivateFilesOfEnoughBytes) {
   ASSERT_TRUE(good) << good.error().message;
   EXPECT_EQ(good->secret, "0123456789abcdef0123456789abcdef");
   fs::remove_all(dir);
+}
+
+namespace {
+
+remote_object::Tombstone tombstone_of(const VariantRecord& v) {
+  remote_object::Tombstone t;
+  t.variant = v.id;
+  t.kernel = v.kernel;
+  t.arch = v.arch;
+  t.driver_major = v.driver_major;
+  t.when = 1764806500;
+  t.reason = "withdrawn by a shadow check on host gpu-7: buffer 2 differs at byte 4096";
+  t.host = "gpu-7";
+  return t;
+}
+
+std::string message(const Result<remote_object::DecodedTombstone>& r) {
+  return r ? std::string("decoded") : r.error().message;
+}
+
+} // namespace
+
+TEST(RemoteTombstone, KeysSitBesideTheObjectOnePerVariant) {
+  VariantRecord a = variant("a"), b = variant("b");
+  b.kernel = a.kernel;
+  b.id = variant_id_of(b);
+  std::string object = remote_object::key(a.kernel, "sm_90", 13);
+  std::string ta = remote_object::tombstone_key(a.kernel, "sm_90", 13, a.id);
+  EXPECT_EQ(ta.rfind(object, 0), 0u) << ta;  // the object's name, then a suffix
+  EXPECT_NE(ta, object);                      // a republish of the object never writes it
+  EXPECT_EQ(ta, object + ".withdrawn." + a.id.hex());
+  EXPECT_NE(ta, remote_object::tombstone_key(a.kernel, "sm_90", 13, b.id));
+  EXPECT_NE(ta, remote_object::tombstone_key(a.kernel, "sm_80", 13, a.id));
+}
+
+TEST(RemoteTombstone, RoundTripsUnsignedAndSigned) {
+  auto t = tombstone_of(variant("a"));
+  auto plain = remote_object::decode_tombstone(remote_object::encode_tombstone(t, nullptr), nullptr,
+                                               false, t);
+  ASSERT_TRUE(plain) << message(plain);
+  EXPECT_FALSE(plain->signed_by_fleet);
+  EXPECT_EQ(plain->tombstone, t);
+  auto s = remote_object::decode_tombstone(remote_object::encode_tombstone(t, &k_key), &k_key,
+                                           true, t);
+  ASSERT_TRUE(s) << message(s);
+  EXPECT_TRUE(s->signed_by_fleet);
+  EXPECT_EQ(s->tombstone, t);
+  // A reason longer than the limit is cut, never refused: the withdrawal is what matters.
+  t.reason = std::string(10000, 'x');
+  auto cut = remote_object::decode_tombstone(remote_object::encode_tombstone(t, &k_key), &k_key,
+                                             true, t);
+  ASSERT_TRUE(cut) << message(cut);
+  EXPECT_EQ(cut->tombstone.reason.size(), remote_object::k_max_reason_bytes);
+}
+
+TEST(RemoteTombstone, TamperedUnsignedMovedAndGarbageTombstonesAreRefused) {
+  auto t = tombstone_of(variant("a"));
+  std::string good = remote_object::encode_tombstone(t, &k_key);
+  auto says = [&](std::string_view bytes, const std::string& what, const FleetKey* key = &k_key,
+                  bool require = true, const remote_object::Tombstone* expected = nullptr) {
+    auto r = remote_object::decode_tombstone(bytes, key, require, expected ? *expected : t);
+    ASSERT_FALSE(r) << what;
+    EXPECT_NE(r.error().message.find(what), std::string::npos) << r.error().message;
+  };
+  // One byte of the reason changed: the signature no longer verifies.
+  std::string tampered = good;
+  tampered[tampered.find("gpu-7")] ^= 1;
+  says(tampered, "signature does not verify");
+  // Re-encoded unsigned by someone without the key, where signatures are required.
+  says(remote_object::encode_tombstone(t, nullptr), "unsigned");
+  // Signed with another fleet's key.
+  says(remote_object::encode_tombstone(t, &k_other), "signature does not verify");
+  // Signed, and no key here to check it with while signatures are required.
+  says(good, "no fleet key", nullptr);
+  // Without the key and without require_signature, only the checksum guards it.
+  std::string plain = remote_object::encode_tombstone(t, nullptr);
+  std::string damaged = plain;
+  damaged[damaged.find("gpu-7")] ^= 1;
+  says(damaged, "checksum", nullptr, false);
+  // A sound tombstone of variant a, copied under variant b's name, withdraws nothing.
+  VariantRecord b = variant("b");
+  auto tb = tombstone_of(b);
+  says(good, "not the one it is stored for", &k_key, true, &tb);
+  // A signed object is not a tombstone, nor the other way round.
+  says(remote_object::encode(encoded({variant("a")}), &k_key), "no HONETMB1 header");
+  auto as_object = remote_object::decode(good, &k_key, true, k_max);
+  EXPECT_FALSE(as_object);
+  // Garbage, truncation, size, format and flags.
+  says("", "no HONETMB1 header");
+  says("<html>404</html>", "no HONETMB1 header");
+  for (size_t cut : {size_t(48), size_t(60), good.size() - 1}) {
+    auto r = remote_object::decode_tombstone(std::string_view(good).substr(0, cut), &k_key, true, t);
+    EXPECT_FALSE(r) << "cut at " << cut;
+  }
+  std::string big = plain + std::string(remote_object::k_max_tombstone_bytes, '\0');
+  says(big, "over the limit", nullptr, false);
+  std::string newer = good;
+  newer[8] = 2;
+  says(newer, "format 2");
+  std::string flags = good;
+  flags[12] = 4;
+  says(flags, "unknown flags");
+  // Bytes after the fields (checksum recomputed by the writer): refused as well.
+  {
+    std::string extra = plain.substr(0, plain.size() - 8) + "junk";
+    uint64_t sum = XXH3_64bits(extra.data() + 48, extra.size() - 48);
+    extra.append(reinterpret_cast<const char*>(&sum), 8);
+    says(extra, "bytes after its fields", nullptr, false);
+  }
 }
