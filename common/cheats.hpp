@@ -25,8 +25,9 @@ inline constexpr std::array<CheatPattern, 14> k_cheat_patterns{{
     {"uninitialized-memory", "reads shared or local memory it never wrote",
      "shared and local memory filled with different garbage per run on the emulated device"},
     {"state-across-launches", "keeps state in module-scope device memory between launches",
-     "writes to module-scope variables refused in the candidate's PTX; served launches "
-     "shadow-checked"},
+     "static: __device__ (.global) variables declared where the original declares none, and "
+     "writes traced to module-scope variables (.const ones too), refused in the candidate's PTX; "
+     "served launches and graph replays shadow-checked"},
     {"input-specific", "a shortcut for the captured values or shapes, or work skipped for inputs "
      "the captures lack",
      "perturbed copies of each capture: other floating-point values, halved sizes"},
@@ -54,7 +55,8 @@ inline constexpr std::array<CheatPattern, 14> k_cheat_patterns{{
     {"warm-cache", "fast only because its data is already in cache",
      "L2 flushed between timed runs on a GPU; the emulated device keeps no cache between launches"},
     {"correct-while-checked", "correct on the launches validation sees, wrong later",
-     "module-scope writes refused; served launches shadow-checked against the original"},
+     "module-scope state refused; served launches and graph replays shadow-checked against the "
+     "original"},
     {"timing", "a speedup that does not hold",
      "speedups over the suspicious threshold re-validated under new schedules and re-measured"},
 }};

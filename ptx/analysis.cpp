@@ -981,6 +981,26 @@ EntryInfo analyze_entry(const Module& module, const Function& entry) {
       info.static_shared_bytes = align_up(info.static_shared_bytes, v->align) + v->size_bytes();
     }
   }
+  auto note_global = [&](const VarDecl& v) {
+    if (v.space != Space::global || v.type == Type::texref || v.type == Type::samplerref ||
+        v.type == Type::surfref) {
+      return;
+    }
+    // A string literal the compiler made (printf's format strings: `.global .align 1 .b8
+    // $str[N] = {...}`, `$str$1`, ...): initialized bytes the code only reads. The name is one
+    // CUDA C++ cannot spell; hand-written PTX can, which docs/security.md counts as open.
+    if (v.name.starts_with("$str") && v.type == Type::b8 && !v.init.empty()) return;
+    info.module_globals.push_back(std::string(v.name));
+  };
+  for (const auto& it : module.items) {
+    if (const auto* v = std::get_if<VarDecl>(&it.item)) {
+      note_global(*v);
+    } else if (const auto* f = std::get_if<Function>(&it.item)) {
+      for (const auto& st : f->body) {
+        if (const auto* v = std::get_if<VarDecl>(&st.item)) note_global(*v);
+      }
+    }
+  }
   info.special_registers.assign(sregs.begin(), sregs.end());
   // Only an entry that may read such a register needs the dataflow analysis: one its instructions
   // or those of the functions it calls name, or one hidden in text the IR keeps, or in a function

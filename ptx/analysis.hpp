@@ -194,6 +194,12 @@ struct EntryInfo {
   uint32_t total_registers = 0;
   uint32_t instructions = 0;
   std::vector<std::string> callees; // .func names called directly, transitively
+  // Every .global variable of the module (texture, sampler and surface references and the
+  // compiler's initialized `$str` byte arrays, printf's format strings, aside), at
+  // module scope or in any function's body, defined or .extern, in the order declared: module-
+  // scope memory any launch may keep state in, whether this entry names it or computes its
+  // address from another symbol's (which the pointer analysis does not follow).
+  std::vector<std::string> module_globals;
   // Writes to global or generic memory in the entry, then in each callee (in `callees` order).
   std::vector<MemoryWrite> writes;
   // Every type the instructions of the entry and its callees name, in the order of the first

@@ -581,22 +581,34 @@ bool node_in_copy(CUgraph original, CUgraphNode node, CUgraph copy, CUgraphNode*
   return false;
 }
 
+// Is a capture of `n` due in a replay? A shadow check's capture is of a launch a variant serves:
+// only a node that runs a variant now (the graph was reconciled just before) takes it.
+bool capture_due_at(const Node& n) {
+  if (!n.enabled || !n.record || !n.record->captures_pending()) return false;
+  return !n.record->capture_shadow.load(std::memory_order_acquire) || n.current != n.original;
+}
+
 // One replay of `e` with a kernel node's shadow inputs captured: an instrumented clone of the
-// graph (the executable graph's current node parameters, the captured node running the
-// original, device-to-host copies of its buffers right before it, and after it when outputs are
-// asked for, ahead of everything that depends on it) is launched in the replay's place, then
-// discarded. False when no capture is due here: the caller replays as usual.
+// graph (the executable graph's current node parameters, device-to-host copies of the captured
+// node's buffers right before it, and after it when outputs are asked for, ahead of everything
+// that depends on it) is launched in the replay's place, then discarded. The captured node runs
+// the original, except for a shadow check's capture: then it runs what it serves now (the
+// variant), and the copies after it are the variant's outputs, which the worker compares with the
+// original's on the same inputs (as shadowed() in hooks_launch.cpp does for a direct launch).
+// False when no capture is due here: the caller replays as usual.
 bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_out) {
   std::lock_guard lock(e->mutex);
   Node* target = nullptr;
   for (Node& n : e->nodes) {
-    if (n.enabled && n.record && n.record->captures_pending() &&
-        !n.record->capture_shadow.load(std::memory_order_acquire)) {
+    if (capture_due_at(n)) {
       target = &n;
       break;
     }
   }
   if (!target) return false;
+  // Read before the claim, as the launch path does: the request a claimed launch serves is the
+  // one the reporter installed with its shadow flag first.
+  const bool shadow = target->record->capture_shadow.load(std::memory_order_acquire);
   CaptureInFlight in_flight;
   CaptureRequestInfo req;
   KernelRecord* r = target->record;
@@ -642,8 +654,11 @@ bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_ou
   LaunchArgs a = target->launch_args();
   a.stream = stream;
   a.per_thread = per_thread;
+  // What the captured node runs in the clone; the variant's parameters are laid out as the
+  // original's (validation refused any other layout).
+  void* const runs = shadow ? target->current : target->original;
   CapturePlan plan;
-  if (!capture_plan(r, target->original, a, req, plan)) return false;
+  if (!capture_plan(r, runs, a, req, plan)) return false;
 
   CUgraph clone = nullptr;
   CUgraphExec clone_exec = nullptr;
@@ -674,7 +689,7 @@ bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_ou
     } else if (find(&cn, n.source, clone) != CUDA_SUCCESS) {
       return fail("a node is missing from the clone");
     }
-    CUDA_KERNEL_NODE_PARAMS p = n.params(&n == target ? n.original : n.current);
+    CUDA_KERNEL_NODE_PARAMS p = n.params(&n == target ? runs : n.current);
     if (set_params(cn, &p) != CUDA_SUCCESS) return fail("setting a cloned node's parameters failed");
     if (&n == target) {
       tc = cn;
@@ -1010,11 +1025,7 @@ void graph_fold() {
     std::lock_guard lock(e->mutex);
     fold_locked(*e);
     if (e->destroyed) gone.push_back(e); // freed below, under g_mutex
-    for (const Node& n : e->nodes) {
-      if (n.record && n.record->captures_pending() &&
-          !n.record->capture_shadow.load(std::memory_order_acquire))
-        capture_due = true;
-    }
+    for (const Node& n : e->nodes) capture_due = capture_due || capture_due_at(n);
   }
   if (!capture_due) g_capture_hint.store(0, std::memory_order_relaxed);
   if (gone.empty()) return;

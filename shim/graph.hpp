@@ -5,7 +5,8 @@
 //    launch path, expanded per kernel by the reporter;
 //  - times 1 replay in HONE_SAMPLE_EVERY with events and spreads the time over its kernels;
 //  - captures a graph kernel's shadow inputs by launching, for one replay, an instrumented clone
-//    of the graph in its place;
+//    of the graph in its place (the node running the original; for a shadow check of a variant
+//    that serves the node, the variant, with its outputs copied after it);
 //  - points kernel nodes whose arguments pass a variant's guard at the variant
 //    (cuGraphExecKernelNodeSetParams), and back, on the application's thread just before a
 //    replay: graph objects are not the shim's to touch from another thread.

@@ -566,7 +566,8 @@ bool Reporter::Impl::handle(const proto::FrameHeader& h, std::string_view payloa
     }
     rec->capture_shadow.store(req.shadow, std::memory_order_release);
     rec->set_captures_pending(req.launches);
-    if (!req.shadow) graph_capture_requested(); // replays are not shadow-checked
+    // Graph replays look for it too: a node the variant serves takes a shadow check's.
+    graph_capture_requested();
     return true;
   }
   case proto::MsgType::install_variant: {

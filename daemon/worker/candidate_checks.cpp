@@ -24,31 +24,60 @@ std::string quoted(const std::string& instruction, const std::string& function,
   return "`" + instruction + "` (in " + function + ", PTX line " + std::to_string(loc.line) + ")";
 }
 
-// A module-scope .global variable is initialized when the module loads and never again: the
-// application resets the original's (cudaMemcpyToSymbol, ...), never the candidate's. Writing
-// one carries state from a launch to the next, and the validation runs are all first launches.
-// An original that writes module-scope variables itself (a self-resetting counter, the "last
-// block" pattern) keeps state by design: its candidates meet the dynamic defences instead (the
-// outputs checked after the benchmark's launches, and shadow checks once served).
+// Memory that outlives a launch: a .global variable, or a .const one, which a kernel can write
+// through a generic address (cvta.const; a GPU, and the emulated device, let the store through
+// though ld.const is the only access the PTX ISA gives that state space).
+bool module_state(ptx::Space space) {
+  return space == ptx::Space::global || space == ptx::Space::const_;
+}
+
+// A module-scope variable is initialized when the module loads and never again: the application
+// resets the original's (cudaMemcpyToSymbol, ...), never the candidate's. Writing one carries
+// state from a launch to the next, and the validation runs are all first launches. An original
+// that writes module-scope variables itself (a self-resetting counter, the "last block" pattern)
+// keeps state by design: its candidates meet the dynamic defences instead (the outputs checked
+// after the benchmark's launches, and shadow checks once served).
 bool writes_module_state(const ptx::EntryInfo& e) {
   return std::any_of(e.writes.begin(), e.writes.end(), [](const auto& w) {
     return std::any_of(w.variables.begin(), w.variables.end(),
-                       [](const auto& v) { return v.space == ptx::Space::global; });
+                       [](const auto& v) { return module_state(v.space); });
   });
 }
 
 std::optional<Failure> state_across_launches(const ptx::EntryInfo& original,
                                              const ptx::EntryInfo& candidate) {
-  if (writes_module_state(original)) return std::nullopt;
-  for (const auto& w : candidate.writes) {
-    for (const auto& v : w.variables) {
-      if (v.space != ptx::Space::global) continue;
-      return refuse("state-across-launches",
-                    "the candidate writes its module-scope variable " + v.name +
-                        " (.global): " + quoted(w.instruction, w.function, w.loc) +
-                        "; nothing resets a candidate's module variables between launches, so "
-                        "what it writes there carries over to the next launch");
+  // Writes the analysis traces to a module-scope variable: named with the instruction.
+  if (!writes_module_state(original)) {
+    for (const auto& w : candidate.writes) {
+      for (const auto& v : w.variables) {
+        if (!module_state(v.space)) continue;
+        const bool constant = v.space == ptx::Space::const_;
+        return refuse("state-across-launches",
+                      "the candidate writes its module-scope variable " + v.name +
+                          (constant ? " (.const, through a generic address): " : " (.global): ") +
+                          quoted(w.instruction, w.function, w.loc) +
+                          "; nothing resets a candidate's module variables between launches, so "
+                          "what it writes there carries over to the next launch");
+      }
     }
+  }
+  // Declared, whatever writes it: a .global variable is writable memory that survives the
+  // launch, and a candidate can reach it through an address the pointer analysis does not follow
+  // (computed from another symbol's address, laundered through a product, loaded from memory).
+  // Where the original's module declares none, a rewrite of its kernel needs none either: tables
+  // belong in .const (__constant__), which the candidate may read. Where the original's module
+  // declares some, a candidate may declare its own (a rewrite of that module, or of its source,
+  // declares them again, under names the compiler may mangle otherwise): only the traced writes
+  // above are refused, and the dynamic defences see the rest.
+  if (original.module_globals.empty() && !candidate.module_globals.empty()) {
+    return refuse("state-across-launches",
+                  "the candidate declares the module-scope variable " +
+                      candidate.module_globals.front() +
+                      " (.global: a __device__ variable) where the original's module declares "
+                      "none; nothing resets a candidate's module variables between launches, so "
+                      "whatever a launch writes there, through any address, carries over to the "
+                      "next launch (a read-only table belongs in __constant__ memory, which is "
+                      "allowed)");
   }
   return std::nullopt;
 }

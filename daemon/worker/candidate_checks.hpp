@@ -11,8 +11,10 @@ namespace hone::worker {
 
 // The candidate's entry (`candidate`, analyzed with ptx::analyze_entry) against the original's:
 // a `refused` Failure naming the pattern and the instruction when the candidate
-//  - writes a module-scope .global variable, in the entry or a function it calls
-//    (state-across-launches: nothing ever resets the candidate's module variables);
+//  - declares a .global variable where the original's module declares none, or writes a
+//    module-scope variable (.global, or .const through a generic address whose derivation the
+//    analysis traces to it), in the entry or a function it calls (state-across-launches: nothing
+//    ever resets the candidate's module variables);
 //  - writes through a pointer parameter the original never writes through (input-modification:
 //    a buffer changed and restored before the kernel ends looks unchanged afterwards);
 //  - does not wait where the original does (dependent-launch-race): the original executes

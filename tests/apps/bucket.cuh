@@ -24,6 +24,12 @@ __global__ void bucket(T* out, const T* keys, unsigned n, unsigned buckets, unsi
   out[i] = slot;
 }
 
+// A step of a chain around bucket (hone-testapp-graph --chain): dst[i] = src[i] + add.
+template <typename T> __global__ void stage(T* dst, const T* src, unsigned n, T add) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = src[i] + add;
+}
+
 unsigned host_bucket(unsigned key, unsigned buckets, unsigned rounds) {
   unsigned h = key, slot = 0;
   for (unsigned r = 0; r < rounds; ++r) {

@@ -14,9 +14,14 @@
 //                    device-to-host memcpy and a host node that checks the result
 //   --mode memnodes  a graph that allocates its output (memory alloc node), runs the kernel into
 //                    it, copies it back and frees it (memory free node)
+//   --chain          (llama mode) several kernels per step, as a layer of a model runs them:
+//                    stage<unsigned> makes the keys bucket reads (keys + 1), bucket, then
+//                    stage<unsigned> again turns its output into the step's result (+ 3), which
+//                    is copied back; the kernels depend on each other through device memory
 //
 // The kernel is serve_rt.cu's bucket<unsigned> (a mangled template). Prints "progress <replays>"
-// about once a second and, at the end, "replays <R> mismatches <M> odd <O>"; exits 1 on a mismatch,
+// about once a second and, at the end, "replays <R> mismatches <M> odd <O> last_mismatch <L>" (L:
+// the number of the last wrong replay, counting from 1; 0 when none was); exits 1 on a mismatch,
 // 2 when a CUDA call fails. Nothing of hone: cuda_runtime.h only.
 #include <cuda_runtime.h>
 #include <unistd.h>
@@ -66,6 +71,7 @@ int main(int argc, char** argv) {
   long iterations = -1, odd_every = 0;
   std::string mode = "pytorch", stop_file, odd_file;
   unsigned n = 4096;
+  bool chain = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? argv[++i] : (char*)""; };
@@ -85,46 +91,74 @@ int main(int argc, char** argv) {
       odd_every = std::atol(next());
     else if (a == "--odd-file")
       odd_file = next();
+    else if (a == "--chain")
+      chain = true;
     else {
       std::fprintf(stderr,
                    "usage: %s [--mode pytorch|llama|explicit|memnodes] [--seconds S] [--iterations N] "
-                   "[--stop-file PATH] [--n N] [--rounds R] [--odd-every K] [--odd-file PATH]\n",
+                   "[--stop-file PATH] [--n N] [--rounds R] [--odd-every K] [--odd-file PATH] "
+                   "[--chain]\n",
                    argv[0]);
       return 2;
     }
   }
   if (n < 1024 || g_rounds == 0 ||
-      (mode != "pytorch" && mode != "llama" && mode != "explicit" && mode != "memnodes")) {
+      (mode != "pytorch" && mode != "llama" && mode != "explicit" && mode != "memnodes") ||
+      (chain && mode != "llama")) {
     std::fprintf(stderr, "graph: bad arguments\n");
     return 2;
   }
 
+  // With --chain, bucket reads keys + 1 (the first stage) and the step's result is its output
+  // + 3 (the last stage).
+  constexpr unsigned k_key_add = 1, k_result_add = 3;
   std::vector<unsigned> keys(n);
   Expect expect;
   expect.even.resize(n);
   expect.odd.resize(n);
   for (unsigned i = 0; i < n; ++i) {
     keys[i] = i * 2246822519u ^ (i >> 3);
-    expect.even[i] = hone_rt::host_bucket(keys[i], k_buckets, g_rounds);
-    expect.odd[i] = hone_rt::host_bucket(keys[i], k_odd_buckets, g_rounds);
+    const unsigned key = chain ? keys[i] + k_key_add : keys[i];
+    const unsigned add = chain ? k_result_add : 0;
+    expect.even[i] = hone_rt::host_bucket(key, k_buckets, g_rounds) + add;
+    expect.odd[i] = hone_rt::host_bucket(key, k_odd_buckets, g_rounds) + add;
   }
   unsigned *d_keys = nullptr, *d_out[2] = {nullptr, nullptr};
+  unsigned *d_staged = nullptr, *d_result = nullptr; // --chain: bucket's input, the step's result
   const size_t bytes = n * sizeof(unsigned);
   check(cudaMalloc(&d_keys, bytes), "cudaMalloc");
   check(cudaMalloc(&d_out[0], bytes), "cudaMalloc");
   check(cudaMalloc(&d_out[1], bytes), "cudaMalloc");
+  if (chain) {
+    check(cudaMalloc(&d_staged, bytes), "cudaMalloc");
+    check(cudaMalloc(&d_result, bytes), "cudaMalloc");
+  }
+  unsigned* const bucket_in = chain ? d_staged : d_keys;
   check(cudaMallocHost(&g_host_out, bytes), "cudaMallocHost");
   check(cudaMemcpy(d_keys, keys.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
 
-  // One step: clear the output, bucket `count` keys, copy the result back.
+  // One step: clear the output, bucket `count` keys, copy the result back (with --chain, a
+  // stage before bucket and one after it).
   auto record_step = [&](unsigned* out, unsigned count, unsigned buckets) {
+    const unsigned blocks = (count + k_block - 1) / k_block;
     check(cudaMemsetAsync(out, 0xff, bytes, stream), "cudaMemsetAsync");
+    if (chain) {
+      hone_rt::stage<unsigned><<<blocks, k_block, 0, stream>>>(d_staged, d_keys, count, k_key_add);
+      check(cudaGetLastError(), "stage<<<>>>");
+    }
     hone_rt::bucket<unsigned>
-        <<<(count + k_block - 1) / k_block, k_block, 0, stream>>>(out, d_keys, count, buckets, g_rounds);
+        <<<blocks, k_block, 0, stream>>>(out, bucket_in, count, buckets, g_rounds);
     check(cudaGetLastError(), "bucket<<<>>>");
-    check(cudaMemcpyAsync(g_host_out, out, count * sizeof(unsigned), cudaMemcpyDeviceToHost, stream),
+    unsigned* result = out;
+    if (chain) {
+      hone_rt::stage<unsigned><<<blocks, k_block, 0, stream>>>(d_result, out, count, k_result_add);
+      check(cudaGetLastError(), "stage<<<>>>");
+      result = d_result;
+    }
+    check(cudaMemcpyAsync(g_host_out, result, count * sizeof(unsigned), cudaMemcpyDeviceToHost,
+                          stream),
           "cudaMemcpyAsync");
   };
   auto capture_step = [&](unsigned* out, unsigned count, unsigned buckets) {
@@ -135,10 +169,11 @@ int main(int argc, char** argv) {
     return g;
   };
 
-  long replays = 0, mismatches = 0, odd = 0;
+  long replays = 0, mismatches = 0, odd = 0, last_mismatch = 0;
   auto verify = [&](unsigned count, bool odd_args) {
     const std::vector<unsigned>& want = odd_args ? expect.odd : expect.even;
     if (std::memcmp(g_host_out, want.data(), count * sizeof(unsigned)) == 0) return;
+    last_mismatch = replays;
     if (mismatches++ == 0) {
       for (unsigned i = 0; i < count; ++i) {
         if (g_host_out[i] != want[i]) {
@@ -263,7 +298,8 @@ int main(int argc, char** argv) {
           if (t != cudaGraphNodeTypeKernel) continue;
           cudaKernelNodeParams kp{};
           check(cudaGraphKernelNodeGetParams(node, &kp), "cudaGraphKernelNodeGetParams");
-          if (kp.func != reinterpret_cast<void*>(&hone_rt::bucket<unsigned>) && mismatches++ == 0) {
+          if (kp.func != reinterpret_cast<void*>(&hone_rt::bucket<unsigned>) &&
+              kp.func != reinterpret_cast<void*>(&hone_rt::stage<unsigned>) && mismatches++ == 0) {
             std::printf("mismatch at replay %ld: the captured node reads as function %p, not %p\n",
                         replays, kp.func, reinterpret_cast<void*>(&hone_rt::bucket<unsigned>));
           }
@@ -279,7 +315,10 @@ int main(int argc, char** argv) {
         for (cudaGraphNode_t node : nodes) {
           cudaGraphNodeType t;
           check(cudaGraphNodeGetType(node, &t), "cudaGraphNodeGetType");
-          if (t == cudaGraphNodeTypeKernel) llama_kernel = node;
+          if (t != cudaGraphNodeTypeKernel) continue;
+          cudaKernelNodeParams kp{};
+          check(cudaGraphKernelNodeGetParams(node, &kp), "cudaGraphKernelNodeGetParams");
+          if (kp.func == reinterpret_cast<void*>(&hone_rt::bucket<unsigned>)) llama_kernel = node;
         }
         if (!llama_kernel) {
           std::printf("error: no kernel node in the captured step\n");
@@ -293,7 +332,8 @@ int main(int argc, char** argv) {
       if (odd_args) {
         // New argument values for this replay only, set on the executable graph.
         unsigned c = n, buckets = k_odd_buckets, rounds = g_rounds;
-        void* args[] = {&out, &d_keys, &c, &buckets, &rounds};
+        unsigned* in = bucket_in;
+        void* args[] = {&out, &in, &c, &buckets, &rounds};
         cudaKernelNodeParams kp{};
         kp.func = reinterpret_cast<void*>(&hone_rt::bucket<unsigned>);
         kp.gridDim = dim3((n + k_block - 1) / k_block);
@@ -329,7 +369,8 @@ int main(int argc, char** argv) {
                 replays);
     ++mismatches;
   }
-  std::printf("replays %ld mismatches %ld odd %ld\n", replays, mismatches, odd);
+  std::printf("replays %ld mismatches %ld odd %ld last_mismatch %ld\n", replays, mismatches, odd,
+              last_mismatch);
   for (cudaGraphExec_t e : per_size) check(cudaGraphExecDestroy(e), "cudaGraphExecDestroy");
   if (llama) check(cudaGraphExecDestroy(llama), "cudaGraphExecDestroy");
   if (llama_first) check(cudaGraphDestroy(llama_first), "cudaGraphDestroy");
@@ -340,5 +381,9 @@ int main(int argc, char** argv) {
   check(cudaFree(d_out[0]), "cudaFree");
   check(cudaFree(d_out[1]), "cudaFree");
   check(cudaFree(d_keys), "cudaFree");
+  if (chain) {
+    check(cudaFree(d_staged), "cudaFree");
+    check(cudaFree(d_result), "cudaFree");
+  }
   return mismatches ? 1 : 0;
 }

@@ -2,14 +2,19 @@
 // and its runtime: each cuGraphLaunch counts one launch of every kernel node; the hot kernel's
 // shadow inputs are captured from an instrumented copy of one replay; the verified variant is
 // swapped into the executable graphs (their kernel nodes pointed at it) and serves the replays;
-// `honectl disable` puts the original back before the next replay; and a replay whose arguments
-// break the guard runs the original. The program checks every replay on the host.
+// `honectl disable` puts the original back before the next replay; a replay whose arguments
+// break the guard runs the original; and a served variant that goes wrong later is caught by a
+// shadow check of a replay and withdrawn. The program checks every replay on the host.
 #include "daemon_process.hpp"
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -239,6 +244,173 @@ TEST(GraphApp, GraphWithMemoryNodesIsObservedOnlyAndShowSaysWhy) {
   RunResult r = a.finish();
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("mismatches 0"), std::string::npos) << r.out << r.err;
+}
+
+namespace {
+
+// Submit a CUDA candidate for bucket<unsigned>, entry `entry`; the job id, or 0 with a failure.
+uint64_t submit_bucket(Ctl& ctl, const std::string& code, const std::string& entry) {
+  int fd = ::memfd_create("candidate", MFD_CLOEXEC);
+  if (fd < 0 || ::write(fd, code.data(), code.size()) != ssize_t(code.size())) {
+    ADD_FAILURE() << "memfd";
+    if (fd >= 0) ::close(fd);
+    return 0;
+  }
+  json r = ctl.request({{"cmd", "submit"},
+                        {"target", k_bucket},
+                        {"kind", "cuda"},
+                        {"entry", entry},
+                        {"comparison", "bitwise"}},
+                       fd);
+  ::close(fd);
+  if (!r.value("ok", false)) {
+    ADD_FAILURE() << "submit: " << r.dump();
+    return 0;
+  }
+  return r["result"]["job"].get<uint64_t>();
+}
+
+// bucket<unsigned> with a power-of-two fast path (a mask and a shift for the modulo and the
+// division: faster on the emulated device's cost model, and equal bit for bit), which goes wrong
+// once its module has counted 300 launches in a __device__ variable: right for every launch
+// validation makes, wrong a few hundred replays after it starts serving.
+constexpr const char* k_drifting_bucket = R"(
+__device__ unsigned launches;
+
+extern "C" __global__ void bucket_drift(unsigned* out, const unsigned* keys, unsigned n,
+                                        unsigned buckets, unsigned rounds)
+{
+    __shared__ unsigned seen;
+    if (threadIdx.x == 0) seen = launches;
+    __syncthreads();
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&launches, 1u);
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned h = keys[i], slot = 0;
+    if (buckets != 0 && (buckets & (buckets - 1)) == 0) {
+        unsigned mask = buckets - 1, shift = __ffs(buckets) - 1;
+        for (unsigned r = 0; r < rounds; ++r) {
+            h = h * 2654435761u + r;
+            h ^= h >> 13;
+            slot = ((slot + h) & mask) + (h >> shift);
+        }
+    } else {
+        for (unsigned r = 0; r < rounds; ++r) {
+            h = h * 2654435761u + r;
+            h ^= h >> 13;
+            slot = (slot + h) % buckets + h / buckets;
+        }
+    }
+    out[i] = seen >= 300 ? slot + 1 : slot;
+}
+)";
+
+struct GraphAppResult {
+  long replays = -1, mismatches = -1, last_mismatch = -1;
+};
+GraphAppResult parse_graph_app(const std::string& out) {
+  GraphAppResult r;
+  std::smatch m;
+  static const std::regex line("replays (\\d+) mismatches (\\d+) odd \\d+ last_mismatch (\\d+)");
+  if (std::regex_search(out, m, line)) {
+    r.replays = std::stol(m[1]);
+    r.mismatches = std::stol(m[2]);
+    r.last_mismatch = std::stol(m[3]);
+  }
+  return r;
+}
+
+} // namespace
+
+// Shadow checks reach graph replays. A variant right while validated and wrong after 300 of its
+// launches (its count in a __device__ variable: the static checks refuse the declaration of one
+// where the original declares none, so they are off here, to let the dynamic defence be seen) is
+// submitted and served in a llama.cpp-shaped graph: three kernels a step, the step captured
+// anew and cudaGraphExecUpdate'd into one executable graph before every replay. Every
+// shadow_every served replays of its node, one replay runs as an instrumented copy of the graph
+// with the variant in the node and copies of its buffers around it; the worker runs the original
+// on the same inputs. The check that finds the variant's outputs wrong withdraws it (the graph's
+// node runs the original from the next replay on), records why and the pattern, and the
+// application's later replays are right: it checks every replay on the host.
+TEST(GraphApp, ShadowCheckWithdrawsADriftingVariantServedInAGraph) {
+  std::ostringstream cfg;
+  cfg << "[server]\nreport_interval_ms = 200\n"
+      << "[worker]\ndriver = \"" << HONE_EMU_LIBRARY_DIR << "/libcuda.so.1\"\n"
+      << "[optimizer]\nenabled = false\ngpu_share = 1.0\n"
+      << "[capture]\ncaptures_per_kernel = 1\ntimeout_s = 60\n"
+      << "[validation]\nwarmup = 0\nruns = 5\nmin_runs = 3\njob_timeout_s = 120\n"
+      << "shadow_every = 25\nstatic_checks = false\n";
+  auto d = start_daemon(cfg.str());
+  ASSERT_TRUE(d);
+  AppOptions o = graph_app(d->socket(), {"--mode", "llama", "--chain", "--seconds", "300", "--n",
+                                         "65536", "--rounds", "16"});
+  // One core for the application's kernels, the other for the worker's.
+  o.env["HONE_EMU_THREADS"] = "1";
+  BackgroundApp a(o);
+  Ctl ctl(d->socket());
+  ASSERT_TRUE(wait_for([&] { return !ctl.kernel(k_bucket).is_null(); }, 60s)) << d->log();
+
+  uint64_t id = submit_bucket(ctl, k_drifting_bucket, "bucket_drift");
+  ASSERT_NE(id, 0u);
+  json job = ctl.wait_job(id, 240s);
+  ASSERT_EQ(job.value("verdict", ""), "verified") << job.dump(2) << d->log();
+  std::printf("drifting variant: %.3fx\n", job.value("speedup", 0.0));
+
+  // It serves the graph's node, then a shadow check of a replay catches it.
+  json withdrawn;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        json variants = ctl.request({{"cmd", "variants"}, {"target", k_bucket}});
+        for (const auto& v : variants["result"]["variants"]) {
+          if (v.value("verdict", "").find("withdrawn by a shadow check") != std::string::npos)
+            withdrawn = v;
+        }
+        return !withdrawn.is_null();
+      },
+      240s))
+      << ctl.kernel(k_bucket).dump(2) << d->log();
+  EXPECT_EQ(withdrawn.value("state", ""), "rejected") << withdrawn.dump(2);
+  json k = ctl.kernel(k_bucket);
+  EXPECT_EQ(k.value("runs_as", ""), "graph") << k.dump(2);
+  EXPECT_EQ(field(k, "graph_launches"), field(k, "launches")) << k.dump(2);
+  EXPECT_GT(field(k, "variant_launches"), 300u) << k.dump(2);
+  RunResult show = run_honectl({"show", withdrawn.value("id", ""), "--socket", d->socket()});
+  EXPECT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("withdrawn by a shadow check"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("correct-while-checked"), std::string::npos) << show.out;
+  RunResult metrics = run_honectl({"metrics", "--socket", d->socket()});
+  EXPECT_NE(metrics.out.find("hone_shadow_checks_total{result=\"failed\"} 1"), std::string::npos)
+      << metrics.out;
+  EXPECT_EQ(metrics.out.find("hone_shadow_checks_total{result=\"passed\"} 0"), std::string::npos)
+      << "no check passed while the variant was right: " << metrics.out;
+
+  // The original runs in the graph again: no node serves, and 60 more replays (as honed counts
+  // them) add no variant launch. honed's counts trail the application by a report: the count
+  // the variant reached is taken once no node serves any more.
+  json k0;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        json k1 = ctl.kernel(k_bucket);
+        std::this_thread::sleep_for(400ms); // two report intervals: let counts move if they move
+        k0 = ctl.kernel(k_bucket);
+        return field(k0, "graph_nodes_serving") == 0 &&
+               field(k0, "variant_launches") == field(k1, "variant_launches") &&
+               field(k0, "launches") > field(k1, "launches");
+      },
+      60s))
+      << ctl.kernel(k_bucket).dump(2);
+  ASSERT_TRUE(wait_for(
+      [&] { return field(ctl.kernel(k_bucket), "launches") >= field(k0, "launches") + 60; }, 120s))
+      << ctl.kernel(k_bucket).dump(2);
+  EXPECT_EQ(field(ctl.kernel(k_bucket), "variant_launches"), field(k0, "variant_launches"))
+      << "the variant kept serving after its withdrawal";
+  RunResult r = a.finish();
+  GraphAppResult g = parse_graph_app(r.out);
+  ASSERT_GE(g.replays, 0) << r.out << r.err;
+  std::printf("replays %ld, wrong %ld (the last at replay %ld), variant launches %lu\n", g.replays,
+              g.mismatches, g.last_mismatch, (unsigned long)field(k0, "variant_launches"));
+  EXPECT_GT(g.mismatches, 0) << "the variant never went wrong: " << r.out << r.err;
+  EXPECT_GE(g.replays - g.last_mismatch, 60) << r.out << r.err;
 }
 
 // HONE_CUPTI=1 asks for per-node times from CUPTI. It stays off when a profiler is configured

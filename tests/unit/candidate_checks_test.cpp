@@ -102,8 +102,24 @@ extern "C" __global__ void scale_counter(float a, const float* x, float* y, int 
                  {"launches", "st.global", c.callees.front()});
 }
 
-TEST(StateAcrossLaunches, ReadingAnInitializedTableIsAllowed) {
-  auto c = analyze_cuda(R"(
+// A read-only table in constant memory is allowed; the same table as a __device__ variable is
+// writable memory that outlives the launch, refused for its declaration where the original's
+// module declares no such variable (nothing here writes it, but an address the analysis does
+// not follow could).
+TEST(StateAcrossLaunches, ATableInConstantMemoryIsAllowedAndADeviceVariableIsRefused) {
+  auto constant = analyze_cuda(R"(
+__constant__ float table[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+extern "C" __global__ void scale_table(float a, const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] * table[i & 3];
+}
+)",
+                               "scale_table");
+  EXPECT_TRUE(constant.module_globals.empty());
+  EXPECT_EQ(worker::check_candidate(scale(), constant), std::nullopt)
+      << describe(worker::check_candidate(scale(), constant));
+  auto device = analyze_cuda(R"(
 __device__ float table[4] = {1.0f, 1.0f, 1.0f, 1.0f};
 extern "C" __global__ void scale_table(float a, const float* x, float* y, int n)
 {
@@ -111,9 +127,138 @@ extern "C" __global__ void scale_table(float a, const float* x, float* y, int n)
     if (i < n) y[i] = a * x[i] * table[i & 3];
 }
 )",
-                        "scale_table");
-  EXPECT_EQ(worker::check_candidate(scale(), c), std::nullopt)
-      << describe(worker::check_candidate(scale(), c));
+                             "scale_table");
+  EXPECT_TRUE(device.writes.size() == 1 && device.writes[0].variables.empty())
+      << "only the store to y: nothing writes the table";
+  expect_refused(worker::check_candidate(scale(), device), "state-across-launches",
+                 {"declares the module-scope variable table", "__constant__"});
+}
+
+// The counter of a candidate that is right while validated and wrong later, reached through an
+// address the pointer analysis does not follow (a product: the analysis treats it as a number,
+// not an address): no traced write names it, and its declaration alone refuses the candidate.
+TEST(StateAcrossLaunches, AVariableReachedThroughAnUntracedAddressIsRefusedForItsDeclaration) {
+  auto c = analyze_cuda(R"(
+__device__ unsigned launches;
+extern "C" __global__ void scale_late(float a, const float* x, float* y, int n)
+{
+    // 1, from inline assembly the compiler cannot fold: the product is the variable's address.
+    unsigned long long one;
+    asm volatile("mov.u64 %0, 1;" : "=l"(one));
+    unsigned* counter = (unsigned*)((unsigned long long)&launches * one);
+    __shared__ unsigned seen;
+    if (threadIdx.x == 0) seen = *counter;
+    __syncthreads();
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(counter, 1u);
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = seen < 300 ? a * x[i] : 0.0f;
+}
+)",
+                        "scale_late");
+  for (const auto& w : c.writes) {
+    for (const auto& v : w.variables)
+      EXPECT_NE(v.name, "launches") << "the analysis followed the product: the case tests nothing";
+  }
+  ASSERT_EQ(c.module_globals, std::vector<std::string>{"launches"});
+  expect_refused(worker::check_candidate(scale(), c), "state-across-launches",
+                 {"declares the module-scope variable launches"});
+}
+
+// Where the original's module declares .global variables (here one the application sets and the
+// kernel reads), a candidate may declare its own: a rewrite of the module or of its source
+// declares them again. Then only the writes the analysis traces are refused, and a counter
+// reached through an untraced address is left to the dynamic defences (docs/security.md, "What
+// remains open").
+TEST(StateAcrossLaunches, WhereTheOriginalDeclaresVariablesOnlyTracedWritesAreRefused) {
+  const char* configured = R"(
+__device__ float g_gain;
+extern "C" __global__ void scale_gain(float a, const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * g_gain * x[i];
+}
+)";
+  auto original = analyze_cuda(configured, "scale_gain");
+  ASSERT_EQ(original.module_globals, std::vector<std::string>{"g_gain"});
+  EXPECT_EQ(worker::check_candidate(original, analyze_cuda(configured, "scale_gain")),
+            std::nullopt);
+  auto laundered = analyze_cuda(R"(
+__device__ float g_gain;
+__device__ unsigned launches;
+extern "C" __global__ void scale_gain(float a, const float* x, float* y, int n)
+{
+    unsigned long long one;
+    asm volatile("mov.u64 %0, 1;" : "=l"(one));
+    unsigned* counter = (unsigned*)((unsigned long long)&launches * one);
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(counter, 1u);
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * g_gain * x[i];
+}
+)",
+                                "scale_gain");
+  EXPECT_EQ(worker::check_candidate(original, laundered), std::nullopt)
+      << "the open case this test pins down: " << describe(worker::check_candidate(original, laundered));
+  auto traced = analyze_cuda(R"(
+__device__ float g_gain;
+__device__ unsigned launches;
+extern "C" __global__ void scale_gain(float a, const float* x, float* y, int n)
+{
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&launches, 1u);
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * g_gain * x[i];
+}
+)",
+                             "scale_gain");
+  expect_refused(worker::check_candidate(original, traced), "state-across-launches",
+                 {"launches", "atom"});
+}
+
+// A GPU (and the emulated device) lets a kernel store to a .const variable through a generic
+// address: a candidate keeping its state in constant memory is refused where the analysis
+// traces the store to the variable.
+TEST(StateAcrossLaunches, AConstantVariableWrittenThroughAGenericAddressIsRefused) {
+  auto c = analyze_cuda(R"(
+__constant__ unsigned c_launches;
+extern "C" __global__ void scale_const(float a, const float* x, float* y, int n)
+{
+    // The compiler drops a store it sees going to constant memory; a generic address made in
+    // inline assembly hides where it goes.
+    unsigned long long address;
+    asm("cvta.const.u64 %0, c_launches;" : "=l"(address));
+    unsigned* counter = (unsigned*)address;
+    __shared__ unsigned seen;
+    if (threadIdx.x == 0) seen = c_launches;
+    __syncthreads();
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(counter, 1u);
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = seen < 300 ? a * x[i] : 0.0f;
+}
+)",
+                        "scale_const");
+  EXPECT_TRUE(c.module_globals.empty());
+  expect_refused(worker::check_candidate(scale(), c), "state-across-launches",
+                 {"c_launches", ".const", "atom"});
+  // The same in hand-written PTX, a plain store through cvta.const.
+  auto direct = analyze_ptx(R"(
+.version 8.0
+.target sm_90
+.address_size 64
+.const .align 4 .u32 state;
+.visible .entry k(.param .u64 k_param_0)
+{
+  .reg .b32 %r<3>;
+  .reg .b64 %rd<4>;
+  ld.const.u32 %r1, [state];
+  add.s32 %r2, %r1, 1;
+  mov.u64 %rd1, state;
+  cvta.const.u64 %rd2, %rd1;
+  st.u32 [%rd2], %r2;
+  ret;
+}
+)",
+                            "k");
+  expect_refused(worker::check_candidate(scale(), direct), "state-across-launches",
+                 {"state", "st.u32 [%rd2], %r2;"});
 }
 
 // An original that keeps module-scope state itself (the last block to finish resets a counter):
@@ -172,8 +317,13 @@ TEST(StateAcrossLaunches, DirectAndConvertedAddressesOfAVariableAreFollowed) {
                                "k");
   expect_refused(worker::check_candidate(scale(), converted), "state-across-launches",
                  {"state", "red.global.add.u32"});
-  // The local store alone: traced to the depot, a .local variable.
-  auto local = analyze_ptx(head + "  ret;\n}\n", "k");
+  // The local store alone, in a module without the .global variable (whose declaration alone
+  // refuses a candidate of an original that declares none): traced to the depot, a .local
+  // variable.
+  std::string without = head;
+  without.erase(without.find(".global .align 4 .b8 state[16];\n"),
+                std::string_view(".global .align 4 .b8 state[16];\n").size());
+  auto local = analyze_ptx(without + "  ret;\n}\n", "k");
   ASSERT_EQ(local.writes.size(), 1u);
   ASSERT_EQ(local.writes[0].variables.size(), 1u);
   EXPECT_EQ(local.writes[0].variables[0].name, "__local_depot0");

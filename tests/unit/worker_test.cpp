@@ -1526,6 +1526,14 @@ extern "C" __global__ void cheat(float a, const float* x, float* y, int n)
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         y[i] = x[i] * a;
 })"},
+      // A read-only table in constant memory: module-scope, but not writable memory.
+      {"scale", "scale", Comparison::bitwise, R"(
+__constant__ float unit[2] = {1.0f, 1.0f};
+extern "C" __global__ void cheat(float a, const float* x, float* y, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = a * x[i] * unit[i & 1];
+})"},
       {"block_sum", "block_sum", Comparison::bitwise, R"(
 extern "C" __global__ void cheat(const int* x, int* out, int n)
 {
