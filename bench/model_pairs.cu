@@ -4,6 +4,8 @@
 // so the same PTX runs on the emulated device and on a GPU. Sizes and launch shapes are the host's:
 // each kernel says what it expects of them.
 
+#include <cuda_fp16.h>
+
 constexpr unsigned k_full_warp = 0xffffffffu;
 
 // ---- 1. matmul: c = a * b, square n x n floats, n a multiple of 16, 16 x 16 blocks.
@@ -317,4 +319,80 @@ extern "C" __global__ void saxpy_extra_fma(int n, float a, float zero, const flo
   t = fmaf(t, xi, 1.f);
   t = fmaf(t, xi, 1.f);
   out[i] = fmaf(zero, t, base);
+}
+
+// ---- 11. a GEMM tile on tensor cores: c = a * b, a and b n x n halves (row-major), c floats,
+// n a multiple of 16. One warp (32 threads) per 16 x 16 tile of c, grid n/16 x n/16; k in steps
+// of 16 through shared memory. The inputs are small integers, so every sum is exact in f32 and
+// both kernels give the same bits.
+
+constexpr int k_gemm_tile = 16;
+
+// Stages the 16 x 16 tiles of a (rows row0.., columns k0..) and b (rows k0.., columns col0..).
+__device__ void gemm_stage(const __half* a, const __half* b, __half (*as)[k_gemm_tile],
+                           __half (*bs)[k_gemm_tile], int n, int row0, int col0, int k0) {
+  for (int i = threadIdx.x; i < k_gemm_tile * k_gemm_tile; i += 32) {
+    as[i / k_gemm_tile][i % k_gemm_tile] = a[(row0 + i / k_gemm_tile) * n + k0 + i % k_gemm_tile];
+    bs[i / k_gemm_tile][i % k_gemm_tile] = b[(k0 + i / k_gemm_tile) * n + col0 + i % k_gemm_tile];
+  }
+}
+
+// A: FMAs on the CUDA cores, each thread 8 outputs of one row.
+extern "C" __global__ void gemm_tile_fma(const __half* a, const __half* b, float* c, int n) {
+  __shared__ __half as[k_gemm_tile][k_gemm_tile];
+  __shared__ __half bs[k_gemm_tile][k_gemm_tile];
+  const int row0 = blockIdx.y * k_gemm_tile, col0 = blockIdx.x * k_gemm_tile;
+  const int r = threadIdx.x / 2, c0 = (threadIdx.x % 2) * 8;
+  float acc[8] = {};
+  for (int k0 = 0; k0 < n; k0 += k_gemm_tile) {
+    gemm_stage(a, b, as, bs, n, row0, col0, k0);
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < k_gemm_tile; ++k) {
+      const float av = __half2float(as[r][k]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] += av * __half2float(bs[k][c0 + j]);
+    }
+    __syncthreads();
+  }
+  for (int j = 0; j < 8; ++j) c[(row0 + r) * n + col0 + c0 + j] = acc[j];
+}
+
+// B: the same tile with ldmatrix and mma.sync.m16n8k16 (two per k step: columns 0-7 and 8-15).
+extern "C" __global__ void gemm_tile_mma(const __half* a, const __half* b, float* c, int n) {
+  __shared__ __align__(16) __half as[k_gemm_tile][k_gemm_tile];
+  __shared__ __align__(16) __half bs[k_gemm_tile][k_gemm_tile];
+  const int row0 = blockIdx.y * k_gemm_tile, col0 = blockIdx.x * k_gemm_tile;
+  const int lane = threadIdx.x;
+  float acc[2][4] = {};
+  for (int k0 = 0; k0 < n; k0 += k_gemm_tile) {
+    gemm_stage(a, b, as, bs, n, row0, col0, k0);
+    __syncthreads();
+    unsigned fa[4], fb[4];
+    // A: lanes 0-15 give rows 0-15 at column 0, lanes 16-31 the same rows at column 8
+    const unsigned a_row = unsigned(__cvta_generic_to_shared(&as[lane % 16][(lane / 16) * 8]));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(fa[0]), "=r"(fa[1]), "=r"(fa[2]), "=r"(fa[3]) : "r"(a_row));
+    // B (k x n, row-major): transposed loads give the column-major fragments; matrices 0, 1 are
+    // k 0-7 and 8-15 of columns 0-7, matrices 2, 3 the same of columns 8-15
+    const unsigned b_row = unsigned(__cvta_generic_to_shared(&bs[(lane % 8) + ((lane / 8) % 2) * 8][(lane / 16) * 8]));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(fb[0]), "=r"(fb[1]), "=r"(fb[2]), "=r"(fb[3]) : "r"(b_row));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+                   "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                   : "+f"(acc[h][0]), "+f"(acc[h][1]), "+f"(acc[h][2]), "+f"(acc[h][3])
+                   : "r"(fa[0]), "r"(fa[1]), "r"(fa[2]), "r"(fa[3]), "r"(fb[2 * h]), "r"(fb[2 * h + 1]));
+    }
+    __syncthreads();
+  }
+  // C fragment: c0, c1 at row lane/4, columns 2 (lane%4) and +1; c2, c3 eight rows down
+  const int g = lane / 4, t = lane % 4;
+  for (int h = 0; h < 2; ++h) {
+    for (int i = 0; i < 4; ++i) {
+      const int row = g + (i / 2) * 8, col = h * 8 + 2 * t + (i % 2);
+      c[(row0 + row) * n + col0 + col] = acc[h][i];
+    }
+  }
 }

@@ -539,6 +539,32 @@ PairResult extra_fma_pair(Context& cx) {
   return t.result;
 }
 
+// The bits of a small integer as an IEEE half (exact for |v| <= 2048).
+uint16_t half_of(int v) {
+  if (v == 0) return 0;
+  const uint16_t sign = v < 0 ? 0x8000 : 0;
+  unsigned a = unsigned(v < 0 ? -v : v);
+  int e = 31 - __builtin_clz(a); // a = 1.m * 2^e
+  return uint16_t(sign | uint16_t((e + 15) << 10) | uint16_t(((a << (10 - e)) & 0x3ff)));
+}
+
+PairResult gemm_tile_pair(Context& cx) {
+  PairTimer t(cx, "gemm_tile", "gemm_tile_fma", "gemm_tile_mma", Verdict::b_faster);
+  int n = cx.sizes.matmul_n;
+  size_t elements = static_cast<size_t>(n) * n;
+  std::vector<uint16_t> a(elements), b(elements);
+  for (auto& v : a) v = half_of(int(cx.rng.next() % 9) - 4);
+  for (auto& v : b) v = half_of(int(cx.rng.next() % 9) - 4);
+  DeviceArray<uint16_t> da(a), db(b);
+  Outputs<float> c(elements);
+  Dim grid{unsigned(n / 16), unsigned(n / 16)};
+  Dim block{32};
+  t.time_a(grid, block, {da.arg(), db.arg(), c.a.arg(), &n});
+  t.time_b(grid, block, {da.arg(), db.arg(), c.b.arg(), &n});
+  t.result.mismatch = compare_exact(c);
+  return t.result;
+}
+
 AbsoluteResult saxpy_absolute(Context& cx) {
   int n = cx.sizes.saxpy_n;
   size_t elements = static_cast<size_t>(n);
@@ -709,7 +735,8 @@ int run(const Options& opt, const std::string& ptx) {
 
     print_pair_header();
     for (auto pair_fn : {matmul_pair, transpose_pair, strided_copy_pair, reduction_pair, scan_pair,
-                         vector_load_pair, occupancy_pair, conv1d_pair, ldg_pair, extra_fma_pair}) {
+                         vector_load_pair, occupancy_pair, conv1d_pair, ldg_pair, extra_fma_pair,
+                         gemm_tile_pair}) {
       pairs.push_back(pair_fn(cx));
       const PairResult& r = pairs.back();
       print_pair(r);

@@ -132,6 +132,47 @@ void assign(Insn& i) {
   i.latency = lat;
 }
 
+void assign_matrix(Insn& i, const matrix::Insn& m) {
+  using matrix::Elem;
+  switch (m.op) {
+  case matrix::Op::mma:
+  case matrix::Op::wmma_mma: {
+    // m8n8k4 .f16 is four 8x8x4 products, one per quad pair
+    const bool quad = m.op == matrix::Op::mma && m.a == Elem::f16 && m.m == 8 && m.k == 4;
+    const uint64_t ops = 2ull * m.m * m.n * m.k * (quad ? 4 : 1);
+    uint32_t rate = k_mma_ops_f16;
+    switch (m.a) {
+    case Elem::tf32: rate = k_mma_ops_tf32; break;
+    case Elem::f64: rate = k_mma_ops_f64; break;
+    case Elem::s8: case Elem::u8: case Elem::e4m3: case Elem::e5m2:
+    case Elem::s4: case Elem::u4:
+      rate = k_mma_ops_8bit;
+      break;
+    case Elem::b1: rate = k_mma_ops_b1; break;
+    default: break;
+    }
+    i.cost = uint32_t(std::max<uint64_t>(1, (ops + rate - 1) / rate));
+    i.latency = k_lat_mma;
+    return;
+  }
+  case matrix::Op::movmatrix:
+    i.cost = 4;
+    i.latency = k_lat_shuffle;
+    return;
+  case matrix::Op::ldmatrix:
+  case matrix::Op::stmatrix:
+    i.cost = 1;
+    i.latency = k_lat_shared;
+    return;
+  case matrix::Op::wmma_load:
+  case matrix::Op::wmma_store:
+    // one load or store instruction per register of the fragment
+    i.cost = std::max<uint32_t>(1, m.op == matrix::Op::wmma_load ? m.nd : m.na);
+    i.latency = i.mclass == k_mem_shared ? k_lat_shared : k_lat_miss;
+    return;
+  }
+}
+
 Occupancy occupancy(uint32_t threads, uint32_t registers, uint32_t shared_bytes) {
   Occupancy o;
   o.warps_per_block = std::max<uint32_t>(1, (threads + 31) / 32);

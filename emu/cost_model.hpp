@@ -43,6 +43,20 @@ constexpr uint64_t k_dram_bytes_per_kcycle = 2'172'000; // 4.3e12 / 1.98e9 * 100
 constexpr uint64_t k_l2_bytes_per_kcycle = 3'535'000;   // 7.0e12 / 1.98e9 * 1000
 constexpr uint64_t k_launch_cycles = 3000;              // a launch's fixed cost, ~1.5 us
 
+// ---- tensor cores (mma.sync, wmma) --------------------------------------------------------------
+// Multiply-adds are counted as 2 operations. The H100 SXM5 whitepaper's dense tensor rates are
+// 4096 f16/bf16 FLOP per clock per SM (989 TFLOPS at 1.83 GHz), twice that for fp8 and int8, half
+// for tf32, 256 for f64; hone's model takes mma.sync (the pre-Hopper instruction, not wgmma) at
+// half the dense rate for the narrow types, an assumption that tests/gpu/run.sh checks against an
+// H200 when one is lent, and at the full rate for f64 (mma.sync is Hopper's only f64 tensor
+// instruction). Per scheduler (a quarter of an SM) per clock:
+constexpr uint32_t k_mma_ops_f16 = 512;   // f16, bf16
+constexpr uint32_t k_mma_ops_tf32 = 256;
+constexpr uint32_t k_mma_ops_8bit = 1024; // s8, u8, e4m3, e5m2; s4/u4 (no 4-bit path on Hopper)
+constexpr uint32_t k_mma_ops_b1 = 8192;   // 8x the int8 rate, as on A100 (4992 vs 624 TOPS)
+constexpr uint32_t k_mma_ops_f64 = 64;
+constexpr uint16_t k_lat_mma = 32;        // an HMMA.16816 on Ampere (Sun et al., 2022)
+
 // ---- latencies (cycles from issue until a dependent instruction may issue) ---------------------
 constexpr uint16_t k_lat_alu = 4;
 constexpr uint16_t k_lat_f64 = 8;
@@ -59,6 +73,10 @@ constexpr uint16_t k_lat_barrier = 20;      // from the last arrival to the firs
 
 // Sets the instruction's issue cost (scheduler cycles per warp instruction) and result latency.
 void assign(Insn& insn);
+// The same for a matrix instruction, from its description: an mma's operations at its type's
+// tensor rate; ldmatrix, stmatrix and wmma.load/store as memory instructions (their shared-memory
+// wavefronts and sectors are charged as they execute); movmatrix as a shuffle.
+void assign_matrix(Insn& insn, const matrix::Insn& m);
 
 // ---- occupancy ----------------------------------------------------------------------------------
 struct Occupancy {

@@ -3,6 +3,7 @@
 // kernel is one instruction array and a thread's position in it is one index.
 #pragma once
 
+#include "emu/matrix.hpp"
 #include "ptx/ir.hpp"
 
 #include <cstdint>
@@ -73,6 +74,8 @@ enum class XOp : uint8_t {
   atom, red, fma, rcp, sqrt, rsqrt, sin, cos, lg2, ex2, tanh, bra, exit, bar, bar_arrive,
   bar_red, bar_warp, shfl, vote, match, activemask, redux, trap, dp4a, dp2a, cp_async,
   elect, szext, fns,
+  // tensor-core and matrix-fragment instructions (emu/matrix.hpp; Insn::matrix says which)
+  mma, ldmatrix, stmatrix, movmatrix, wmma_load, wmma_store,
 };
 
 // Modifier bits.
@@ -116,6 +119,9 @@ struct Insn {
   Src dst[4];
   Src src[4];
   Addr addr;
+  // Matrix instructions: the index of their description in CompiledKernel::matrix, whose
+  // register operands (more than dst/src hold) are in CompiledKernel::matrix_operands.
+  uint32_t matrix = 0;
 };
 
 // Rounding modes (Insn::mode for arithmetic and cvt).
@@ -159,9 +165,30 @@ struct CompiledKernel {
   // Its code holds the addresses of module variables (.global, .const), which differ from one
   // load of the module to the next.
   bool uses_module_addresses = false;
+  // The matrix instructions' descriptions and their register operands (Insn::matrix).
+  std::vector<matrix::Insn> matrix;
+  std::vector<Src> matrix_operands;
   std::string unsupported; // why this kernel cannot run here; empty when it can
   uint32_t ptx_version = 0;
   uint32_t declared_registers = 0;
 };
+
+inline bool is_matrix(XOp op) {
+  return op >= XOp::mma && op <= XOp::wmma_store;
+}
+
+// The registers a matrix instruction writes (its d fragment) and reads (a, b, c, and a wmma
+// stride), from CompiledKernel::matrix_operands.
+struct MatrixOperands {
+  const Src* writes = nullptr;
+  uint32_t nwrites = 0;
+  const Src* reads = nullptr;
+  uint32_t nreads = 0;
+};
+inline MatrixOperands matrix_operands(const CompiledKernel& k, const Insn& in) {
+  const matrix::Insn& m = k.matrix[in.matrix];
+  const Src* first = k.matrix_operands.data() + m.first;
+  return {first, m.nd, first + m.nd, uint32_t(m.na + m.nb + m.nc + (m.has_stride ? 1 : 0))};
+}
 
 } // namespace hone::emu

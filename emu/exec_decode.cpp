@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
@@ -617,6 +618,7 @@ private:
 
   void emit(Insn i) {
     cost::assign(i);
+    if (is_matrix(i.op)) cost::assign_matrix(i, m_k.matrix[i.matrix]);
     if (m_dynamic_hit) {
       m_dynamic_patches.push_back(uint32_t(m_k.code.size()));
       m_dynamic_hit = false;
@@ -931,6 +933,12 @@ private:
     }
     case Opcode::cp:
       return cp_async(in, md);
+    case Opcode::mma:
+    case Opcode::wmma:
+    case Opcode::ldmatrix:
+    case Opcode::stmatrix:
+    case Opcode::movmatrix:
+      return matrix_instruction(in, md);
     default:
       unsupported("instruction " + std::string(ptx::opcode_name(in.op)) +
                   " is not supported by the emulated device");
@@ -1416,6 +1424,238 @@ private:
     default:
       unsupported("warp instruction");
     }
+    emit(i);
+  }
+
+  // ---- tensor-core and matrix-fragment instructions (emu/matrix.hpp) ---------------------------
+
+  static matrix::Elem matrix_elem(std::string_view m) {
+    using matrix::Elem;
+    static const std::map<std::string_view, Elem> t = {
+        {"f16", Elem::f16},   {"bf16", Elem::bf16}, {"tf32", Elem::tf32}, {"f32", Elem::f32},
+        {"f64", Elem::f64},   {"e4m3", Elem::e4m3}, {"e5m2", Elem::e5m2}, {"s8", Elem::s8},
+        {"u8", Elem::u8},     {"s4", Elem::s4},     {"u4", Elem::u4},     {"b1", Elem::b1},
+        {"s32", Elem::s32}};
+    auto it = t.find(m);
+    return it == t.end() ? Elem::none : it->second;
+  }
+
+  // "m16n8k16" -> 16, 8, 16; "m8n8" -> 8, 8, 0
+  static bool matrix_shape(std::string_view m, uint16_t& M, uint16_t& N, uint16_t& K) {
+    unsigned a = 0, b = 0, c = 0;
+    int used = 0;
+    const std::string text(m);
+    if (std::sscanf(text.c_str(), "m%un%uk%u%n", &a, &b, &c, &used) == 3 &&
+        size_t(used) == text.size()) {
+    } else if (std::sscanf(text.c_str(), "m%un%u%n", &a, &b, &used) == 2 &&
+               size_t(used) == text.size()) {
+      c = 0;
+    } else {
+      return false;
+    }
+    if (a == 0 || b == 0 || a > 64 || b > 64 || c > 256) return false;
+    M = uint16_t(a);
+    N = uint16_t(b);
+    K = uint16_t(c);
+    return true;
+  }
+
+  // The register operands of a fragment: a brace-enclosed vector, or one register.
+  std::vector<Src> fragment(const Operand& o, bool write, Type t) {
+    std::vector<Src> out;
+    if (o.kind == Operand::Kind::vector) {
+      for (const Operand& e : o.elems) out.push_back(write ? dst(e) : src(e, t));
+    } else {
+      out.push_back(write ? dst(o) : src(o, t));
+    }
+    return out;
+  }
+
+  void matrix_instruction(const ptx::Instruction& in, const Mods& md) {
+    using matrix::Elem;
+    const std::string name = std::string(ptx::opcode_name(in.op));
+    matrix::Insn mi;
+    std::vector<Elem> types;
+    std::vector<bool> layouts; // .row (true) / .col, in order
+    bool shape = false, sync = false, aligned = false;
+    ptx::Space space = ptx::Space::none;
+    std::string wmma_kind; // load, store, mma
+    char which = 0;
+    for (auto m : in.mods) {
+      if (m == "sync") sync = true;
+      else if (m == "aligned") aligned = true;
+      else if (matrix_shape(m, mi.m, mi.n, mi.k)) shape = true;
+      else if (m == "row" || m == "col") layouts.push_back(m == "row");
+      else if (m == "satfinite") mi.satfinite = true;
+      else if (m == "trans") mi.trans = true;
+      else if (m == "x1" || m == "x2" || m == "x4") mi.num = uint8_t(m[1] - '0');
+      else if (m == "xor" || m == "and") mi.bit_xor = m == "xor";
+      else if (m == "popc" || m == "rn") continue; // b1's reduction; f64's only rounding
+      else if (m == "b16") types.push_back(Elem::f16); // 16-bit elements moved as they are
+      else if (m == "load" || m == "store" || m == "mma") wmma_kind = std::string(m);
+      else if (in.op == Opcode::wmma && (m == "a" || m == "b" || m == "c" || m == "d")) which = m[0];
+      else if (ptx::space_from_name(m) != ptx::Space::none) space = ptx::space_from_name(m);
+      else if (Elem e = matrix_elem(m); e != Elem::none) types.push_back(e);
+      else if (m == "sp" || m.starts_with("sp::") || m.starts_with("kind::") ||
+               m == "block_scale" || m.starts_with("scale_vec"))
+        unsupported(name + "." + std::string(m) + " (sparse, block-scaled and sm_100+ forms) "
+                    "is not supported by the emulated device");
+      else unsupported("modifier ." + std::string(m) + " of " + name + " is not supported");
+    }
+    (void)md;
+    if (!sync || !aligned) unsupported(name + " without .sync.aligned is not a PTX form");
+    Insn i;
+    i.flags = 0;
+    i.line = m_line;
+    if (!in.guard.empty()) {
+      i.guard = reg_slot(in.guard);
+      i.guard_negated = in.guard_negated;
+    }
+    std::vector<Src> d, a, b, c;
+    std::string why;
+    auto need_ops = [&](size_t n) {
+      if (in.operands.size() != n)
+        unsupported(name + " expects " + std::to_string(n) + " operands, has " +
+                    std::to_string(in.operands.size()));
+    };
+    auto check_count = [&](const char* what, size_t have, uint32_t want) {
+      if (have != want)
+        unsupported(name + ": the " + what + " fragment has " + std::to_string(have) +
+                    " registers, the shape and type need " + std::to_string(want));
+    };
+    auto address_space = [&](ptx::Space sp, bool global_ok) {
+      if (sp == ptx::Space::none) return sp;
+      if (sp == ptx::Space::shared || (global_ok && sp == ptx::Space::global)) return sp;
+      unsupported(name + " from ." + std::string(ptx::space_name(sp)) + " is not a PTX form");
+    };
+    if (in.op == Opcode::mma || (in.op == Opcode::wmma && wmma_kind == "mma")) {
+      mi.op = in.op == Opcode::mma ? matrix::Op::mma : matrix::Op::wmma_mma;
+      if (!shape) unsupported(name + " without a shape");
+      if (layouts.size() != 2) unsupported(name + " needs two layouts (.row/.col)");
+      mi.a_row = layouts[0];
+      mi.b_row = layouts[1];
+      // .dtype.atype.btype.ctype; b1, s4, u4, s8, u8 mma write .s32 and the same for wmma
+      if (types.size() == 4) {
+        mi.d = types[0], mi.a = types[1], mi.b = types[2], mi.c = types[3];
+      } else if (mi.op == matrix::Op::wmma_mma && types.size() == 2) {
+        // wmma.mma.*.f16 shapes: .dtype.ctype with .f16 multiplicands
+        mi.d = types[0], mi.c = types[1], mi.a = mi.b = Elem::f16;
+      } else if (mi.op == matrix::Op::wmma_mma && types.size() == 3) {
+        // wmma.mma...s32.atype.s32 (sub-byte and integer: one multiplicand type), or
+        // .f32.bf16.bf16.f32 written with a single input type
+        mi.d = types[0], mi.a = mi.b = types[1], mi.c = types[2];
+      } else {
+        unsupported(name + ": expected .dtype.atype.btype.ctype");
+      }
+      need_ops(4);
+      const Type rt = mi.a == Elem::f64 ? Type::b64 : Type::b32;
+      const Type ct = mi.c == Elem::f64 ? Type::b64 : Type::b32;
+      d = fragment(in.operands[0], true, ct);
+      a = fragment(in.operands[1], false, rt);
+      b = fragment(in.operands[2], false, rt);
+      c = fragment(in.operands[3], false, ct);
+      const matrix::Counts n = mi.op == matrix::Op::mma ? matrix::mma_counts(mi, why)
+                                                         : matrix::wmma_counts(mi, why);
+      if (n.a == 0) unsupported(why);
+      const matrix::Counts nd = [&] {
+        matrix::Insn dm = mi;
+        dm.c = mi.d;
+        std::string ignore;
+        return mi.op == matrix::Op::mma ? matrix::mma_counts(dm, ignore)
+                                        : matrix::wmma_counts(dm, ignore);
+      }();
+      check_count("A", a.size(), n.a);
+      check_count("B", b.size(), n.b);
+      check_count("C", c.size(), n.c);
+      check_count("D", d.size(), nd.c ? nd.c : n.c);
+      i.op = XOp::mma;
+    } else if (in.op == Opcode::wmma) {
+      if (!shape) unsupported(name + " without a shape");
+      if (layouts.size() != 1) unsupported(name + "." + wmma_kind + " needs one layout (.row/.col)");
+      if (types.size() != 1) unsupported(name + "." + wmma_kind + " needs one type");
+      mi.row_major = layouts[0];
+      space = address_space(space, true);
+      if (wmma_kind == "load") {
+        if (which != 'a' && which != 'b' && which != 'c') unsupported("wmma.load of ." + std::string(1, which));
+        mi.op = matrix::Op::wmma_load;
+        mi.role = which == 'a' ? matrix::Role::a : which == 'b' ? matrix::Role::b : matrix::Role::c;
+      } else if (wmma_kind == "store") {
+        if (which != 'd') unsupported("wmma.store of ." + std::string(1, which));
+        mi.op = matrix::Op::wmma_store;
+        mi.role = matrix::Role::c;
+      } else {
+        unsupported("wmma." + wmma_kind + " is not a PTX form");
+      }
+      // the fragment's element type sets the multiplicand type for wmma_counts; accumulators
+      // (.f16/.f32/.s32/.f64) are looked up with the multiplicand type that goes with them
+      const Elem t = types[0];
+      mi.a = mi.b = t;
+      mi.c = mi.d = t;
+      if (mi.role == matrix::Role::c) {
+        if (t == Elem::f32 || t == Elem::f16)
+          mi.a = mi.b = (mi.m == 16 && mi.n == 16 && mi.k == 8) ? Elem::tf32 : Elem::f16;
+        else if (t == Elem::s32)
+          mi.a = mi.b = mi.k == 32 ? Elem::s4 : mi.k == 128 ? Elem::b1 : Elem::s8;
+        else if (t == Elem::f64)
+          mi.a = mi.b = Elem::f64;
+        else
+          unsupported("wmma accumulators are .f16, .f32, .s32 or .f64");
+      }
+      const matrix::Counts n = matrix::wmma_counts(mi, why);
+      if (n.a == 0) unsupported(why);
+      const uint32_t want = mi.role == matrix::Role::a ? n.a : mi.role == matrix::Role::b ? n.b : n.c;
+      const size_t data = mi.op == matrix::Op::wmma_load ? 0 : 1;
+      if (in.operands.size() != 2 && in.operands.size() != 3)
+        unsupported(name + " expects 2 or 3 operands");
+      const Type rt = t == Elem::f64 ? Type::b64 : Type::b32;
+      auto frag = fragment(in.operands[data], mi.op == matrix::Op::wmma_load, rt);
+      check_count("", frag.size(), want);
+      i.addr = addr(in.operands[1 - data], space);
+      if (mi.op == matrix::Op::wmma_load) d = frag;
+      else a = frag;
+      if (in.operands.size() == 3) {
+        mi.has_stride = true;
+        c.push_back(src(in.operands[2], Type::u32));
+      }
+      i.op = mi.op == matrix::Op::wmma_load ? XOp::wmma_load : XOp::wmma_store;
+      i.mclass = space == ptx::Space::shared ? k_mem_shared : k_mem_global;
+    } else if (in.op == Opcode::ldmatrix || in.op == Opcode::stmatrix) {
+      if (!shape || mi.m != 8 || mi.n != 8 || mi.k != 0)
+        unsupported(name + " supports .m8n8 (16-bit elements) here; .m16n16 and .m8n16 are "
+                    "sm_100a forms");
+      if (types.size() != 1 || types[0] != Elem::f16) unsupported(name + " supports .b16 here");
+      mi.op = in.op == Opcode::ldmatrix ? matrix::Op::ldmatrix : matrix::Op::stmatrix;
+      mi.a = mi.d = Elem::f16;
+      need_ops(2);
+      space = address_space(space, false);
+      const size_t data = in.op == Opcode::ldmatrix ? 0 : 1;
+      auto frag = fragment(in.operands[data], in.op == Opcode::ldmatrix, Type::b32);
+      check_count("", frag.size(), mi.num);
+      i.addr = addr(in.operands[1 - data], space);
+      if (in.op == Opcode::ldmatrix) d = frag;
+      else a = frag;
+      i.op = in.op == Opcode::ldmatrix ? XOp::ldmatrix : XOp::stmatrix;
+      i.mclass = space == ptx::Space::shared ? k_mem_shared : k_mem_global;
+    } else { // movmatrix.sync.aligned.m8n8.trans.b16 d, a
+      if (!shape || mi.m != 8 || mi.n != 8 || mi.k != 0 || !mi.trans || types.size() != 1 ||
+          types[0] != Elem::f16)
+        unsupported("movmatrix supports .m8n8.trans.b16 only, as the ISA defines it");
+      mi.op = matrix::Op::movmatrix;
+      need_ops(2);
+      d.push_back(dst(in.operands[0]));
+      a.push_back(src(in.operands[1], Type::b32));
+      i.op = XOp::movmatrix;
+    }
+    mi.nd = uint8_t(d.size());
+    mi.na = uint8_t(a.size());
+    mi.nb = uint8_t(b.size());
+    mi.nc = uint8_t(mi.has_stride ? 0 : c.size());
+    if (mi.op == matrix::Op::mma || mi.op == matrix::Op::wmma_mma) mi.plan = matrix::make_plan(mi);
+    mi.first = uint32_t(m_k.matrix_operands.size());
+    for (auto* v : {&d, &a, &b, &c})
+      m_k.matrix_operands.insert(m_k.matrix_operands.end(), v->begin(), v->end());
+    i.matrix = uint32_t(m_k.matrix.size());
+    m_k.matrix.push_back(mi);
     emit(i);
   }
 

@@ -60,6 +60,11 @@ std::vector<uint32_t> slots_to_zero(const CompiledKernel& k) {
       for (const Src& d : in.dst)
         if (d.kind == Src::Kind::reg) out.add(d.slot);
       if ((in.flags & k_f_cc) && k.carry_slot != k_no_slot) out.add(k.carry_slot);
+      if (is_matrix(in.op)) {
+        const MatrixOperands m = matrix_operands(k, in);
+        for (uint32_t i = 0; i < m.nwrites; ++i)
+          if (m.writes[i].kind == Src::Kind::reg) out.add(m.writes[i].slot);
+      }
     }
     successors(pc, [&](uint32_t next) {
       if (written[next].meet(out) && !queued[next]) {
@@ -96,6 +101,11 @@ std::vector<uint32_t> slots_to_zero(const CompiledKernel& k) {
     read(pc, in.addr.slot);
     read(pc, in.guard);
     if ((in.flags & k_f_carry_in) || in.op == XOp::addc || in.op == XOp::subc) read(pc, k.carry_slot);
+    if (is_matrix(in.op)) {
+      const MatrixOperands m = matrix_operands(k, in);
+      for (uint32_t i = 0; i < m.nreads; ++i)
+        if (m.reads[i].kind == Src::Kind::reg) read(pc, m.reads[i].slot);
+    }
     // a shuffle reads its source in every lane, those that never ran included
     if (in.op == XOp::shfl && in.src[0].kind == Src::Kind::reg) zero.add(in.src[0].slot);
   }

@@ -4,6 +4,7 @@
 #include "emu/semantics.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cfenv>
 #include <cinttypes>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string_view>
 #include <limits>
 #include <tuple>
@@ -165,7 +167,7 @@ struct BlockRunner::State {
   BlockResult res;
   uint64_t unflushed = 0;
   const Allocation* last_alloc = nullptr;
-  uint64_t sectors_scratch[k_lanes];
+  uint64_t sectors_scratch[k_lanes * 4]; // a wmma register's elements may span two sectors
   int sector_count = 0;
 
   // ---- cost model (emu/cost_model.hpp): what depends only on each warp's own work -------------
@@ -205,24 +207,40 @@ struct BlockRunner::State {
   // its register sources, address base, guard and carry in; its register destinations and carry
   // out.
   struct Deps {
-    uint32_t read[7];
-    uint32_t write[5];
-    uint8_t nread = 0;
-    uint8_t nwrite = 0;
+    uint32_t at = 0; // dep_slots[at, at + nread) are read, the nwrite after them written
+    uint16_t nread = 0;
+    uint16_t nwrite = 0;
   };
   std::vector<Deps> deps;
-  Deps deps_of(const Insn& in) const {
+  std::vector<uint32_t> dep_slots;
+  const uint32_t* reads_of(const Deps& d) const { return dep_slots.data() + d.at; }
+  const uint32_t* writes_of(const Deps& d) const { return dep_slots.data() + d.at + d.nread; }
+  Deps deps_of(const Insn& in) {
     Deps d;
+    d.at = uint32_t(dep_slots.size());
+    auto read = [&](uint32_t slot) {
+      dep_slots.push_back(slot);
+      ++d.nread;
+    };
+    auto write = [&](uint32_t slot) {
+      dep_slots.push_back(slot);
+      ++d.nwrite;
+    };
     for (const Src& s : in.src)
-      if (s.kind == Src::Kind::reg) d.read[d.nread++] = s.slot;
-    if (in.addr.slot != k_no_slot) d.read[d.nread++] = in.addr.slot;
-    if (in.guard != k_no_slot) d.read[d.nread++] = in.guard;
+      if (s.kind == Src::Kind::reg) read(s.slot);
+    if (in.addr.slot != k_no_slot) read(in.addr.slot);
+    if (in.guard != k_no_slot) read(in.guard);
     if (k.carry_slot != k_no_slot &&
         ((in.flags & k_f_carry_in) || in.op == XOp::addc || in.op == XOp::subc))
-      d.read[d.nread++] = k.carry_slot;
+      read(k.carry_slot);
+    const MatrixOperands m = is_matrix(in.op) ? matrix_operands(k, in) : MatrixOperands{};
+    for (uint32_t i = 0; i < m.nreads; ++i)
+      if (m.reads[i].kind == Src::Kind::reg) read(m.reads[i].slot);
     for (const Src& s : in.dst)
-      if (s.kind == Src::Kind::reg) d.write[d.nwrite++] = s.slot;
-    if ((in.flags & k_f_cc) && k.carry_slot != k_no_slot) d.write[d.nwrite++] = k.carry_slot;
+      if (s.kind == Src::Kind::reg) write(s.slot);
+    if ((in.flags & k_f_cc) && k.carry_slot != k_no_slot) write(k.carry_slot);
+    for (uint32_t i = 0; i < m.nwrites; ++i)
+      if (m.writes[i].kind == Src::Kind::reg) write(m.writes[i].slot);
     return d;
   }
   static Handler pick(const Insn& in);
@@ -1058,7 +1076,11 @@ struct BlockRunner::State {
       });
       exec = m;
     }
-    if (exec && is_warp_sync(in.op)) {
+    // A matrix instruction needs all 32 lanes (.aligned): with a lane gone or predicated off it
+    // runs at once, and exec_matrix fails the launch; other lanes of the warp are waited for.
+    const bool whole_warp_missing =
+        is_matrix(in.op) && (w.alive != 0xffffffffu || (active & ~exec) != 0);
+    if (exec && is_warp_sync(in.op) && !whole_warp_missing) {
       exec = sync_arrive(in, widx, exec, active, pc);
       if (!exec) return; // waits for the rest of its membermask
     }
@@ -1117,13 +1139,15 @@ struct BlockRunner::State {
   uint64_t issue_time(const Deps& d, uint32_t widx, const Warp& w) const {
     const uint64_t* r = &ready[size_t(widx) * k.num_slots];
     uint64_t t = w.seq;
-    for (uint32_t i = 0; i < d.nread; ++i) t = std::max(t, r[d.read[i]]);
+    const uint32_t* read = reads_of(d);
+    for (uint32_t i = 0; i < d.nread; ++i) t = std::max(t, r[read[i]]);
     return t;
   }
 
   static bool is_memory(XOp op) {
     return op == XOp::ld || op == XOp::st || op == XOp::atom || op == XOp::red ||
-           op == XOp::cp_async;
+           op == XOp::cp_async || op == XOp::ldmatrix || op == XOp::stmatrix ||
+           op == XOp::wmma_load || op == XOp::wmma_store;
   }
 
   void retire(const Insn& in, uint32_t widx, Warp& w, uint32_t exec) {
@@ -1138,7 +1162,8 @@ struct BlockRunner::State {
       const uint64_t done = t + (is_memory(in.op) ? mem_latency : in.latency);
       horizon = std::max(horizon, done);
       const Deps& d = deps[size_t(&in - k.code.data())];
-      for (uint32_t i = 0; i < d.nwrite; ++i) r[d.write[i]] = done;
+      const uint32_t* written = writes_of(d);
+      for (uint32_t i = 0; i < d.nwrite; ++i) r[written[i]] = done;
     }
     if (in.op == XOp::bra || in.op == XOp::exit) {
       const uint64_t start = std::max(w.region_end, w.seq);
@@ -1149,7 +1174,7 @@ struct BlockRunner::State {
 
   static bool is_warp_sync(XOp op) {
     return op == XOp::shfl || op == XOp::vote || op == XOp::match || op == XOp::redux ||
-           op == XOp::bar_warp || op == XOp::elect;
+           op == XOp::bar_warp || op == XOp::elect || is_matrix(op);
   }
 
   void note_backward(Warp& w, uint32_t pc) {
@@ -1167,7 +1192,10 @@ struct BlockRunner::State {
     const Src& mask_src = in.op == XOp::bar_warp || in.op == XOp::elect ? in.src[0]
                           : in.op == XOp::shfl                           ? in.src[3]
                                                                          : in.src[1];
-    uint32_t need = uint32_t(rd(mask_src, widx, std::countr_zero(exec))) & w.alive;
+    // .sync.aligned matrix instructions wait for the whole warp (exec_matrix refuses a warp
+    // that is not whole when they run)
+    uint32_t need = is_matrix(in.op) ? w.alive
+                                     : uint32_t(rd(mask_src, widx, std::countr_zero(exec))) & w.alive;
     uint32_t here = 0;
     if (!w.converged) {
       each(w.waiting, [&](int l) {
@@ -1358,6 +1386,8 @@ struct BlockRunner::State {
   bool fast_memory(const Insn& in, uint32_t widx, uint32_t exec);
   void exec_atomic(const Insn& in, uint32_t widx, uint32_t exec);
   void exec_warp(const Insn& in, uint32_t widx, uint32_t exec);
+  void exec_matrix(const Insn& in, uint32_t widx, uint32_t exec);
+  uint8_t* matrix_row(const Insn& in, uint32_t widx, int lane, bool write);
   void exec_convert(const Insn& in, uint32_t widx, uint32_t exec);
 };
 
@@ -1385,6 +1415,13 @@ void BlockRunner::State::execute(const Insn& in, uint32_t widx, uint32_t exec) {
   case XOp::cvta_to:
   case XOp::isspacep:
     return exec_convert(in, widx, exec);
+  case XOp::mma:
+  case XOp::ldmatrix:
+  case XOp::stmatrix:
+  case XOp::movmatrix:
+  case XOp::wmma_load:
+  case XOp::wmma_store:
+    return exec_matrix(in, widx, exec);
   case XOp::bar_arrive: {
     int first = std::countr_zero(exec);
     uint64_t id = rd(in.src[0], widx, first);
@@ -2223,6 +2260,164 @@ void BlockRunner::State::exec_atomic(const Insn& in, uint32_t widx, uint32_t exe
     if (in.op == XOp::atom) wr(in.dst[0], widx, l, old);
   });
   flush_memory(in, widx, Access::atomic);
+}
+
+namespace {
+
+const char* matrix_name(matrix::Op op) {
+  switch (op) {
+  case matrix::Op::mma: return "mma";
+  case matrix::Op::wmma_mma: return "wmma.mma";
+  case matrix::Op::ldmatrix: return "ldmatrix";
+  case matrix::Op::stmatrix: return "stmatrix";
+  case matrix::Op::movmatrix: return "movmatrix";
+  case matrix::Op::wmma_load: return "wmma.load";
+  case matrix::Op::wmma_store: return "wmma.store";
+  }
+  return "matrix instruction";
+}
+
+} // namespace
+
+// The first byte of the 16-byte matrix row whose address `lane` holds (ldmatrix/stmatrix): shared
+// memory only (ISA 9.7.14.5.15: a generic address outside .shared is undefined behaviour, which
+// fails the launch here), 16-byte aligned.
+uint8_t* BlockRunner::State::matrix_row(const Insn& in, uint32_t widx, int lane, bool write) {
+  if (in.addr.space == AddrSpace::generic) {
+    uint64_t addr = uint64_t(in.addr.offset);
+    if (in.addr.slot != k_no_slot) addr += R(widx, in.addr.slot)[lane];
+    if ((addr & ~(k_window_size - 1)) != k_shared_window) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "illegal address: %s row address 0x%" PRIx64 " is not in shared memory",
+                    matrix_name(k.matrix[in.matrix].op), addr);
+      fault(CUDA_ERROR_ILLEGAL_ADDRESS, buf, in, widx, lane);
+    }
+  }
+  return resolve(in.addr, widx, lane, 16, write, in, false);
+}
+
+// Tensor-core and matrix-fragment instructions: the warp's registers and memory gathered here,
+// the arithmetic and the layouts in emu/matrix.cpp (the one semantics both execution paths use).
+void BlockRunner::State::exec_matrix(const Insn& in, uint32_t widx, uint32_t exec) {
+  const matrix::Insn& mi = k.matrix[in.matrix];
+  if (exec != 0xffffffffu) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "%s.sync.aligned needs all 32 lanes of the warp; lanes 0x%08x do not execute it "
+                  "(exited, not launched, or predicated off)",
+                  matrix_name(mi.op), ~exec);
+    fault(CUDA_ERROR_ILLEGAL_INSTRUCTION, buf, in, widx, std::countr_zero(exec));
+  }
+  const MatrixOperands ops = matrix_operands(k, in);
+  // Every source is read before any destination is written: a fragment register may also be an
+  // address or another operand.
+  std::array<matrix::Lanes, 32> reads;
+  uint64_t tmp[k_lanes];
+  for (uint32_t i = 0; i < ops.nreads && i < reads.size(); ++i) {
+    const uint64_t* v = lanes(ops.reads[i], widx, exec, tmp);
+    std::copy(v, v + k_lanes, reads[i].begin());
+  }
+  std::array<matrix::Lanes, 8> out;
+  auto write_out = [&](uint32_t n) {
+    for (uint32_t r = 0; r < n; ++r)
+      for (int l = 0; l < k_lanes; ++l) wr(ops.writes[r], widx, l, out[r][size_t(l)]);
+  };
+  uint16_t latency = 0;
+  auto flush = [&](Access access) {
+    flush_memory(in, widx, access);
+    latency = std::max(latency, mem_latency);
+  };
+  switch (mi.op) {
+  case matrix::Op::mma:
+  case matrix::Op::wmma_mma:
+    matrix::mma(mi, reads.data(), out.data());
+    write_out(mi.nd);
+    return;
+  case matrix::Op::movmatrix:
+    out[0] = matrix::movmatrix(reads[0]);
+    write_out(1);
+    return;
+  case matrix::Op::ldmatrix:
+  case matrix::Op::stmatrix: {
+    const bool store = mi.op == matrix::Op::stmatrix;
+    uint8_t* rows[32];
+    for (uint32_t r = 0; r < 8u * mi.num; ++r) rows[r] = matrix_row(in, widx, int(r), store);
+    for (uint32_t i = 0; i < mi.num; ++i) {
+      uint8_t* const* row = rows + 8 * i;
+      for (int l = 0; l < k_lanes; ++l) {
+        const matrix::PairPos p = matrix::ldmatrix_position(mi.trans, uint32_t(l));
+        uint8_t* lo = row[p.lo.row] + 2 * p.lo.col;
+        uint8_t* hi = row[p.hi.row] + 2 * p.hi.col;
+        if (store) {
+          const uint64_t v = reads[i][size_t(l)];
+          store_bytes(lo, 2, v & 0xffff, false);
+          store_bytes(hi, 2, (v >> 16) & 0xffff, false);
+        } else {
+          out[i][size_t(l)] = load_bytes(lo, 2, false) | load_bytes(hi, 2, false) << 16;
+        }
+      }
+      // one shared-memory access per 8x8 matrix: its 8 rows of 16 bytes
+      for (uint32_t r = 0; r < 8; ++r) {
+        const uint32_t word = uint32_t((row[r] - shared.data()) >> 2);
+        for (uint32_t w = 0; w < 4; ++w) shared_words[shared_count++] = word + w;
+      }
+      flush(store ? Access::store : Access::load);
+    }
+    if (!store) write_out(mi.num);
+    mem_latency = latency;
+    return;
+  }
+  case matrix::Op::wmma_load:
+  case matrix::Op::wmma_store: {
+    const bool store = mi.op == matrix::Op::wmma_store;
+    const matrix::Role role = mi.role;
+    const matrix::Elem type = store ? mi.d : role == matrix::Role::a ? mi.a
+                                           : role == matrix::Role::b ? mi.b : mi.c;
+    const matrix::Pos dm = matrix::dims(mi, role);
+    const uint32_t E = matrix::elems_per_reg(type), bits = matrix::elem_bits(type);
+    const uint32_t size = std::max<uint32_t>(1, bits / 8);
+    const uint32_t nregs = store ? mi.na : mi.nd;
+    const uint32_t leading = mi.row_major ? dm.col : dm.row;
+    for (uint32_t r = 0; r < nregs; ++r) {
+      for (int l = 0; l < k_lanes; ++l) {
+        const uint64_t stride =
+            mi.has_stride ? uint32_t(reads[store ? nregs : 0][size_t(l)]) : leading;
+        uint64_t reg = store ? reads[r][size_t(l)] : 0;
+        for (uint32_t j = 0; j < E; ++j) {
+          const matrix::Pos p = matrix::wmma_position(mi, role, type, uint32_t(l), r * E + j);
+          const uint64_t index = mi.row_major ? p.row * stride + p.col : p.col * stride + p.row;
+          const uint64_t bit = index * bits;
+          Addr a = in.addr;
+          a.offset += int64_t(bit / 8);
+          if (sector_count + 1 > int(std::size(sectors_scratch)) ||
+              shared_count + 2 > int(std::size(shared_words)))
+            flush(store ? Access::store : Access::load);
+          uint8_t* ptr = resolve(a, widx, l, size, store, in);
+          const uint64_t mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+          if (bits >= 8) {
+            if (store) store_bytes(ptr, size, (bits >= 64 ? reg : reg >> (j * bits)) & mask, false);
+            else reg |= (load_bytes(ptr, size, false) & mask) << (bits >= 64 ? 0 : j * bits);
+          } else {
+            // sub-byte elements: bit (index * bits) % 8 of the byte, low bits first
+            const uint32_t shift = uint32_t(bit % 8);
+            if (store) {
+              const uint8_t v = uint8_t((reg >> (j * bits)) & mask);
+              *ptr = uint8_t((*ptr & ~(mask << shift)) | (uint64_t(v) << shift));
+            } else {
+              reg |= ((uint64_t(*ptr) >> shift) & mask) << (j * bits);
+            }
+          }
+        }
+        if (!store) out[r][size_t(l)] = reg;
+      }
+      flush(store ? Access::store : Access::load); // one load or store instruction per register
+    }
+    if (!store) write_out(nregs);
+    mem_latency = latency;
+    return;
+  }
+  }
 }
 
 void BlockRunner::State::exec_warp(const Insn& in, uint32_t widx, uint32_t exec) {

@@ -18,7 +18,7 @@ struct CompiledKernel;
 namespace hone::emu::jit {
 
 // Bumped whenever Frame, Helpers or Api change: the runner refuses a library of another version.
-constexpr uint32_t k_abi_version = 10;
+constexpr uint32_t k_abi_version = 11;
 
 // Uniform special registers, the same in every lane of a block (Frame::uniform).
 enum Uniform : uint32_t {

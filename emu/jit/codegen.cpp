@@ -135,7 +135,13 @@ void Gen::emit_branch(uint32_t pc) {
 void Gen::emit_instruction(uint32_t pc) {
   const Insn& in = k.code[pc];
   llvm::Value* exec = exec_of(in);
-  if (is_warp_sync(in.op)) {
+  if (is_matrix(in.op)) {
+    // .sync.aligned over the whole warp: compiled code runs it only when all 32 lanes are here
+    // and none waits; anything else is the interpreter's to wait for or to fail
+    exit_if(B.CreateOr(B.CreateICmpNE(exec, B.getInt32(-1)),
+                       B.CreateICmpNE(waiting, B.getInt32(0))),
+            pc);
+  } else if (is_warp_sync(in.op)) {
     // sync_arrive(): the lanes of the membermask that are alive must all be here, else the
     // interpreter makes the arriving ones wait
     const Src& ms = in.op == XOp::bar_warp || in.op == XOp::elect ? in.src[0]

@@ -66,7 +66,7 @@ inline bool is_half(PType t) {
 
 inline bool is_warp_sync(XOp op) {
   return op == XOp::shfl || op == XOp::vote || op == XOp::match || op == XOp::redux ||
-         op == XOp::bar_warp || op == XOp::elect;
+         op == XOp::bar_warp || op == XOp::elect || is_matrix(op);
 }
 
 // Instructions compiled code never takes: they change which lanes of the warp run (exit) or end
@@ -90,9 +90,14 @@ inline Deps deps_of(const CompiledKernel& k, const Insn& in) {
   if (k.carry_slot != k_no_slot &&
       ((in.flags & k_f_carry_in) || in.op == XOp::addc || in.op == XOp::subc))
     d.read.push_back(k.carry_slot);
+  const MatrixOperands m = is_matrix(in.op) ? matrix_operands(k, in) : MatrixOperands{};
+  for (uint32_t i = 0; i < m.nreads; ++i)
+    if (m.reads[i].kind == Src::Kind::reg) d.read.push_back(m.reads[i].slot);
   for (const Src& s : in.dst)
     if (s.kind == Src::Kind::reg) d.write.push_back(s.slot);
   if ((in.flags & k_f_cc) && k.carry_slot != k_no_slot) d.write.push_back(k.carry_slot);
+  for (uint32_t i = 0; i < m.nwrites; ++i)
+    if (m.writes[i].kind == Src::Kind::reg) d.write.push_back(m.writes[i].slot);
   return d;
 }
 
@@ -187,6 +192,11 @@ private:
   void forget_destinations(const Insn& in) {
     for (const Src& d : in.dst)
       if (d.kind == Src::Kind::reg) m_known_regs.erase(d.slot);
+    if (is_matrix(in.op)) {
+      const MatrixOperands m = matrix_operands(k, in);
+      for (uint32_t i = 0; i < m.nwrites; ++i)
+        if (m.writes[i].kind == Src::Kind::reg) m_known_regs.erase(m.writes[i].slot);
+    }
     if (k.carry_slot != k_no_slot) m_known_regs.erase(k.carry_slot);
   }
   llvm::Value* get(llvm::AllocaInst* a) { return B.CreateLoad(a->getAllocatedType(), a); }

@@ -7,6 +7,7 @@ namespace hone::emu::jit {
 // that form (exec_interp.cpp: exec_arith, exec_convert, fast_memory); every other form is the
 // helper's.
 bool Gen::inline_form(const Insn& in) const {
+  if (is_matrix(in.op)) return false; // the interpreter's handler (exec_matrix), for the warp
   const uint32_t f = in.flags;
   if (in.type == PType::f32) {
     // exec_arith's f32 forms in round to nearest (directed rounding and the .approx

@@ -4,6 +4,8 @@
 // predicate that leaves lanes out, through HONE_EMU_EXEC=interpret and HONE_EMU_EXEC=compile; the
 // outputs and the launch's modeled time must be identical, and the compiled run must have run
 // compiled code. Warp-level forms run on converged warps with lane-varying operands.
+#include "primary_context.hpp"
+
 #include <cuda.h>
 #include <gtest/gtest.h>
 
@@ -260,18 +262,7 @@ std::vector<uint64_t> inputs(const Form& f, uint32_t n) {
   return v;
 }
 
-CUresult use_context() {
-  static CUcontext ctx = nullptr;
-  static CUresult status = [] {
-    CUresult r = cuInit(0);
-    CUdevice dev = 0;
-    if (r == CUDA_SUCCESS) r = cuDeviceGet(&dev, 0);
-    if (r == CUDA_SUCCESS) r = cuDevicePrimaryCtxRetain(&ctx, dev);
-    return r;
-  }();
-  if (status != CUDA_SUCCESS) return status;
-  return cuCtxSetCurrent(ctx);
-}
+CUresult use_context() { return hone::test::use_primary_context(); }
 
 struct Outcome {
   std::vector<uint64_t> out;
