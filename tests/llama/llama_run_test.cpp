@@ -40,7 +40,7 @@ std::string find_node() {
   return "";
 }
 
-struct Run {
+struct RunSpec {
   std::string model;
   std::string gpu = "cpu"; // cpu or cuda
   int prompt = 64;
@@ -53,6 +53,11 @@ protected:
   void SetUp() override {
     m_node = find_node();
     ASSERT_FALSE(m_node.empty()) << "node (Node.js) is not on PATH: `make deps` installs it";
+    RunResult version = run_program({m_node, "--version"});
+    ASSERT_EQ(version.exit_code, 0) << version.err;
+    ASSERT_GE(std::atoi(version.out.c_str() + (version.out.rfind('v', 0) == 0 ? 1 : 0)), 20)
+        << "node " << version.out << " is too old: node-llama-cpp 3.22.1 needs Node.js 20 or newer "
+        << "(on Node 18, Debian 12's, loading it fails with \"Invalid regular expression flags\")";
     ASSERT_TRUE(fs::exists(fs::path(HONE_LLAMA_DEPS) / "node_modules" / "node-llama-cpp"))
         << "node-llama-cpp is not installed in " << HONE_LLAMA_DEPS << ": run `make deps`";
   }
@@ -65,7 +70,7 @@ protected:
     return path;
   }
 
-  json run(const Run& spec) {
+  json run(const RunSpec& spec) {
     RunOptions o;
     o.timeout = 900s;
     if (spec.gpu == "cuda") {

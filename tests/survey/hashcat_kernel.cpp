@@ -70,7 +70,11 @@ Result<std::string> compile_hashcat_kernel(const std::string& root, const std::s
     mode = it->second;
     if (match[3].matched) attack = unsigned(std::stoul(match[3]));
   } else if (std::regex_match(file, match, amp_name)) {
+    // The amplifier kernels are loaded only for hashes looped outside the kernel (src/backend.c:
+    // "amplifier kernel", attack_exec != ATTACK_EXEC_INSIDE_KERNEL); their build options say so,
+    // and inc_platform.cl declares the rule and mask buffers only then.
     attack = unsigned(std::stoul(match[1]));
+    mode.attack_exec = 10;
   }
   // ATTACK_KERN: straight 0, combinator 1, brute force (mask) 3 (include/types.h), the same
   // numbers as the attack modes these kernels serve.

@@ -14,13 +14,13 @@
 //
 // Each module is loaded with cuModuleLoadDataEx (its parse and decode timed), and each of its
 // kernels launched once: one block of the kernel's .reqntid or .maxntid (else 128 threads), all
-// the dynamic shared memory the device allows it, every pointer parameter pointing at a zeroed
-// scratch buffer (in its middle) and every other parameter byte zero. Pointers are the parameters a mangled name
-// declares as pointers (`acc_f32(float const*, ..., long)`); for a name that is not mangled
-// (hashcat's kernels are extern "C"), every 8-byte parameter at an 8-byte offset. Sizes and counts
-// of zero make most kernels return early; what the kernel then does is fine: it may run, fault
-// (the context is then replaced by a fresh one and the module loaded again for the next kernel)
-// or run out of the instruction budget. What the survey is after is the launches the
+// the dynamic shared memory the device allows it, every pointer parameter pointing into the middle
+// of a zeroed scratch buffer and every other parameter byte zero. Pointers are the parameters a
+// mangled name declares as pointers (`acc_f32(float const*, ..., long)`); for a name that is not
+// mangled (hashcat's kernels are extern "C"), every 8-byte parameter at an 8-byte offset. Sizes
+// and counts of zero make most kernels return early; what the kernel then does is fine: it may
+// run, fault (the context is then replaced by a fresh one and the module loaded again for the
+// next kernel) or run out of the instruction budget. What the survey is after is the launches the
 // device answers with CUDA_ERROR_NOT_SUPPORTED, and why: the emulated driver logs the reason
 // ("PTX line N: instruction ... is not supported") on stderr, which the survey reads back.
 //
