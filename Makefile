@@ -21,8 +21,10 @@ DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev pkg-config \
                 librocksdb-dev libboost-dev libspdlog-dev libfmt-dev libsystemd-dev \
                 libtomlplusplus-dev libcurl4-openssl-dev llvm-14-dev systemd procps \
                 libhiredis-dev libsodium-dev redis-server nginx-light prometheus python3-yaml \
-                debhelper dpkg-dev help2man lintian systemd-container \
-                hashcat hashcat-data
+                debhelper dpkg-dev help2man lintian systemd-container
+# Real applications the tests run (name=version, Debian 12's): installed when that exact version is
+# missing, so that every machine tests against the same program.
+DEB_PINNED   := hashcat=6.2.6+ds1-1+b1 hashcat-data=6.2.6+ds1-1
 
 .PHONY: all deps configure build test unit fuzz-smoke demo bench clean deb
 
@@ -34,12 +36,16 @@ deps:
 	for p in $(DEB_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
+	for p in $(DEB_PINNED); do \
+	  [ "$$(dpkg-query -W -f='$${Status} $${Version}' $${p%%=*} 2>/dev/null)" = "install ok installed $${p#*=}" ] || \
+	    missing="$$missing $$p"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	else \
-	  echo "deps: all $(words $(DEB_PACKAGES)) packages installed"; \
+	  echo "deps: all $(words $(DEB_PACKAGES) $(DEB_PINNED)) packages installed"; \
 	fi
 	@test -x $(CUDA_HOME)/bin/nvcc || { \
 	  echo "deps: no CUDA toolkit at $(CUDA_HOME) (nvcc, ptxas, NVRTC and cuda.h are needed to build;"; \

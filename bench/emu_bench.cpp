@@ -3,9 +3,8 @@
 //
 // Every corpus kernel (nvcc PTX for sm_90) runs its largest checked shape, scaled up, through the
 // driver API with the launchers of tests/support/corpus_launch.hpp (outputs still checked), on
-// each path of k_paths in turn (HONE_EMU_EXEC: the reference path, the interpreter as it was
-// before it was made fast; the interpreter; the kernel's compiled code, what large launches run by
-// default), after one untimed run that compiles it, and then on the host: the bench's own
+// each path of k_paths in turn (HONE_EMU_EXEC: the interpreter; the kernel's compiled code, what
+// large launches run by default), after one untimed run that compiles it, and then on the host: the bench's own
 // cuLaunchKernel (below) runs the kernel's host version (host_kernels.hpp: the same CUDA C++ body
 // as a plain loop over blocks and threads, -O2) instead of the driver, and the harness checks its
 // outputs as it checks the device's. The emulated driver reports each launch's
@@ -20,11 +19,13 @@
 // The host versions run on one core, so the emulated device runs on one executor thread too
 // (HONE_EMU_THREADS=1) unless HONE_EMU_THREADS is set.
 //
-// Targets (printed, never asserted; issue 14): the compiled path at least 10x the reference path's
-// thread-instructions per second; the compiled path at most 40x slower per element than the host
-// versions (geometric mean over the kernels); and at least 100 M thread-instructions per second.
-// Every path must model the same time for the same launches: a kernel whose modeled totals differ
-// is marked.
+// Targets (printed, never asserted; issue 14): the compiled path at most 40x slower per element
+// than the host versions (geometric mean over the kernels), and at least 100 M thread-instructions
+// per second. Printed beside them: the compiled path's throughput over the interpreter's, and the
+// interpreter's slowdown against the host versions. (Issue 14's third target, the compiled path at
+// 10x the frozen reference interpreter's rate, went with that interpreter: bench/README.md keeps the
+// last measurements.) Every path must model the same time for the same launches: a kernel whose
+// modeled totals differ is marked.
 #include "corpus.hpp"
 #include "corpus_launch.hpp"
 #include "host_kernels.hpp"
@@ -92,8 +93,7 @@ struct ExecPath {
   const char* label;
   const char* exec;
 };
-constexpr ExecPath k_paths[] = {
-    {"reference", "reference"}, {"interpreter", "interpret"}, {"compiled", "compile"}};
+constexpr ExecPath k_paths[] = {{"interpreter", "interpret"}, {"compiled", "compile"}};
 constexpr size_t k_path_count = std::size(k_paths);
 constexpr size_t k_default_path = k_path_count - 1;
 
@@ -357,7 +357,7 @@ int main(int argc, char** argv) {
 
   KernelRows all;
   all.kernel = "ALL (sum)";
-  GeoMean ratio_mean[k_path_count], slowdown_mean;
+  GeoMean ratio_mean[k_path_count], slowdown_mean, base_slowdown_mean;
   int failed = 0, modeled_differ = 0;
   std::vector<std::string> failures;
   auto add = [](Row& sum, const Row& r) {
@@ -400,6 +400,9 @@ int main(int argc, char** argv) {
       std::snprintf(slowdown, sizeof slowdown, "%.1fx", default_s / host_s);
       if (per_kernel) slowdown_mean.add(default_s / host_s);
     }
+    const double base_s = seconds_per_element(k.path[0].totals);
+    if (per_kernel && host_s > 0 && base_s > 0 && k.host.passed && k.path[0].passed)
+      base_slowdown_mean.add(base_s / host_s);
     std::printf(" %10s %*s %9s  %s\n", ns_per_element(k.host.totals).c_str(), width(default_ns, 10),
                 ns_per_element(d.totals).c_str(), slowdown, check_text.c_str());
   };
@@ -504,17 +507,21 @@ int main(int argc, char** argv) {
   const double rate = instructions_per_second(all.path[k_default_path]);
   const double base_rate = instructions_per_second(all.path[0]);
   if (rate > 0) {
-    std::printf("\ntarget: %s path >= 10x the %s path's thread-instructions/s: %s (%.2fx over the "
-                "corpus's totals, %.2fx geometric mean over %d kernels)\n",
-                default_label, base_label, rate >= 10 * base_rate ? "met" : "NOT met",
-                base_rate > 0 ? rate / base_rate : 0.0, ratio_mean[k_default_path].value(),
-                ratio_mean[k_default_path].count());
+    std::printf("\n%s path: %.2fx the %s path's thread-instructions/s (over the corpus's "
+                "totals; %.2fx geometric mean over %d kernels)\n",
+                default_label, base_rate > 0 ? rate / base_rate : 0.0, base_label,
+                ratio_mean[k_default_path].value(), ratio_mean[k_default_path].count());
     for (size_t p = 1; p < k_default_path; ++p) {
       std::printf("        %s path: %.2fx the %s path (geometric mean over %d kernels)\n",
                   k_paths[p].label, ratio_mean[p].value(), base_label, ratio_mean[p].count());
     }
     const double host_s = seconds_per_element(all.host.totals);
     const double default_s = seconds_per_element(all.path[k_default_path].totals);
+    const double base_s = seconds_per_element(all.path[0].totals);
+    std::printf("%s path: %.1fx slower per element than the host versions (geometric mean over %d "
+                "kernels, %.1fx over the corpus's totals)\n",
+                base_label, base_slowdown_mean.value(), base_slowdown_mean.count(),
+                host_s > 0 ? base_s / host_s : 0.0);
     std::printf(
         "target: %s path at most 40x slower per element than the host versions on one "
         "core: %s (%.1fx geometric mean over %d kernels, %.1fx over the corpus's totals)\n",

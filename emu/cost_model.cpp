@@ -121,6 +121,12 @@ void assign(Insn& i) {
   case XOp::dp2a:
     cost = 2;
     break;
+  case XOp::printf:
+    // vprintf reserves its record in the FIFO with a global atomic, then writes it: charged as
+    // one global atomic (the record's stores and the call's own instructions are not counted)
+    cost = 4;
+    lat = k_lat_atomic_global;
+    break;
   default:
     if (f64) {
       cost = 2; // 64/clock

@@ -140,6 +140,7 @@ struct Library {
   // context that needs a module takes it; later contexts load their own (module variables are
   // per context).
   std::shared_ptr<Program> prototype;
+  CompileOptions options; // what every context's module is loaded with
   bool prototype_taken = false;
   std::vector<std::string> kernel_names;
   std::map<Handle, Handle> modules; // context → module
@@ -182,6 +183,11 @@ struct Context {
   std::set<Handle> events;
   std::array<size_t, CU_LIMIT_MAX> limits{};
   CUfunc_cache cache_config = CU_FUNC_CACHE_PREFER_NONE;
+  // Device printf (emu/driver_printf.cpp): the text of the records waiting for the next flush,
+  // the FIFO bytes they take, and the records that did not fit since the last flush.
+  std::string printf_pending;
+  uint64_t printf_used = 0;
+  uint64_t printf_dropped = 0;
 
   // The owner key of the device memory this context frees with itself.
   const void* memory_owner() const { return reinterpret_cast<const void*>(handle); }
@@ -312,6 +318,17 @@ void op_finish(Stream& s, uint64_t end_ns);
 // The host waited until `t_ns` (a synchronization or a synchronous copy).
 void host_waits(Context& ctx, uint64_t t_ns);
 
+// --- device printf (emu/driver_printf.cpp; call with the registry locked) ----------------------
+
+// The printf FIFO bytes left for the next launch's records.
+uint64_t printf_room(const Context& ctx);
+// Keep a launch's printf records, as many as the FIFO holds (the rest are dropped).
+void printf_append(Context& ctx, LaunchOutcome& outcome);
+// Print what the FIFO holds to stdout and empty it: at the flush points CUDA documents (host
+// synchronization, blocking copies, launches, module loads and unloads, context destruction,
+// host functions).
+void printf_flush(Context& ctx);
+
 // --- the copy and memset cost model (emu/README.md, "Cost model: copies and streams") ----------
 
 enum class CopyKind { host_to_device, device_to_host, device_to_device, host_to_host };
@@ -320,9 +337,19 @@ uint64_t memset_ns(uint64_t bytes);
 
 // --- modules (call without the registry locked) ------------------------------------------------
 
-// The PTX text an image holds: the text itself, or the PTX entry a fatbin carries for sm_90.
-// `size` is the readable length when known (a file), else cuda::k_unknown_size.
-Result<std::string> image_ptx(const void* image, size_t size, std::string_view what);
+// The PTX text an image holds: the text itself, the PTX entry a fatbin carries for sm_90, or the
+// PTX of an image the emulated linker made (emu/link_image.hpp), whose link-time register options
+// are then stored in `*linked`. `size` is the readable length when known (a file), else
+// cuda::k_unknown_size.
+Result<std::string> image_ptx(const void* image, size_t size, std::string_view what,
+                              std::optional<CompileOptions>* linked = nullptr);
+
+// A JIT log option's output, as the driver writes it (cuda.h, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+// "IN: Log buffer size in bytes ... OUT: Amount of log buffer filled with messages"): `text` cut to
+// `capacity` bytes with its terminating NUL, and the bytes written, NUL included, in place of the
+// size option's value `values[size_index]`. Nothing without a buffer.
+void write_jit_log(char* buffer, size_t capacity, void** values, int size_index,
+                   std::string_view text);
 
 // The function handle `h` means in the current context: a CUfunction, or a CUkernel resolved
 // (loading its library into the context if needed). Locks the registry itself.

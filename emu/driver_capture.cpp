@@ -165,6 +165,9 @@ CUresult end_capture(CUstream h, bool per_thread, CUgraph* out) {
         if (!joined.count(from_cu(n))) status = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
       }
     }
+    for (CUgraphNode n : c->departed) {
+      if (!joined.count(from_cu(n))) status = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+    }
   }
   for (Handle other : c->streams) {
     Stream* o = r.stream(other);
@@ -395,7 +398,11 @@ CUresult capture_wait_event(Registry& r, Context&, Stream& s, Event& ev, unsigne
 
 void capture_forget_stream(Registry& r, Stream& s) {
   if (Capture* c = capture_of(r, s)) {
-    c->invalidated = true;
+    // Destroying the origin ends the capture for good. A stream forked into the capture may be
+    // destroyed once its work is in (NVIDIA's graphMemoryNodes sample creates and destroys one
+    // inside the capture); its last work must still be joined back by cuStreamEndCapture.
+    if (c->origin == s.handle) c->invalidated = true;
+    else c->departed.insert(c->departed.end(), s.capture_deps.begin(), s.capture_deps.end());
     c->streams.erase(s.handle);
   }
   leave_capture(s);

@@ -28,8 +28,6 @@ constexpr uint32_t k_max_blocks_per_sm = 32;
 // much of the launch it executed: the rest is what it left to the interpreter.
 std::string path_note(const LaunchOutcome& o) {
   switch (o.path) {
-  case ExecPath::reference:
-    return "; reference path";
   case ExecPath::compiled:
     return "; compiled code, " + std::to_string(o.compiled_warp_instructions) + " of " +
            std::to_string(o.warp_instructions) + " warp instructions";
@@ -236,8 +234,18 @@ const char* error_name(CUresult rc) {
 CUresult execute_kernel(Registry& r, std::unique_lock<std::mutex>& lock, Handle ctx_handle,
                         Kernel* kernel, const LaunchRequest& request, LaunchOutcome& outcome,
                         bool& ok) {
+  LaunchRequest req = request;
+  {
+    // A launch flushes the printf FIFO at its start (the Programming Guide's flush points), so
+    // its own records have the whole FIFO.
+    std::lock_guard guard(r.mutex);
+    if (Context* ctx = live_context(r, ctx_handle)) {
+      printf_flush(*ctx);
+      req.print_fifo_bytes = printf_room(*ctx);
+    }
+  }
   try {
-    outcome = kernel->launch(request);
+    outcome = kernel->launch(req);
   } catch (...) {
     // Kernel::launch reports failures as outcomes; this is only a backstop for the counter below.
     outcome.status = CUDA_ERROR_UNKNOWN;
@@ -251,6 +259,7 @@ CUresult execute_kernel(Registry& r, std::unique_lock<std::mutex>& lock, Handle 
   ok = false;
   Context* ctx = live_context(r, ctx_handle);
   if (ctx == nullptr) return CUDA_SUCCESS; // destroyed by another thread while the kernel ran
+  printf_append(*ctx, outcome);
   if (outcome.status == CUDA_SUCCESS) {
     ok = true;
     kernel->last = {true, outcome.modeled_ns, outcome.cost};

@@ -1,9 +1,9 @@
 // Device and pinned host memory, copies, memsets and pointer attributes.
 //
 // Device addresses are host addresses (emu/memory.hpp), so a copy is a memmove once both ranges
-// are checked: the device side of every copy and memset must lie inside one live allocation
-// (CUDA_ERROR_INVALID_VALUE otherwise); host pointers are the caller's responsibility, as on the
-// real driver. Copies run synchronously and advance the stream's modeled clock (copy_ns).
+// are checked: the device side of every copy and memset must lie inside one live allocation, or
+// inside adjacent accessible mappings of one reserved range (CUDA_ERROR_INVALID_VALUE otherwise);
+// host pointers are the caller's responsibility, as on the real driver. Copies run synchronously and advance the stream's modeled clock (copy_ns).
 #include "emu/driver.hpp"
 
 #include "emu/graph.hpp"
@@ -20,15 +20,14 @@ namespace {
 constexpr unsigned k_host_alloc_flags =
     CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
 
+// Inside one allocation, or inside adjacent accessible mappings of one reservation (Memory::covers).
 bool inside_allocation(uint64_t addr, uint64_t bytes) {
-  auto a = memory().find(addr);
-  return a && a->contains(addr, bytes);
+  return memory().covers(addr, bytes, false);
 }
 
-// Inside one allocation that may be written: not a mapping with read access only.
+// The same, and writable: no mapping with read access only.
 bool inside_writable(uint64_t addr, uint64_t bytes) {
-  auto a = memory().find(addr);
-  return a && a->contains(addr, bytes) && !a->read_only;
+  return memory().covers(addr, bytes, true);
 }
 
 bool is_host_memory(const Allocation& a) {
@@ -43,7 +42,7 @@ enum class Side { device, host, bad };
 Side side_of(uint64_t addr, uint64_t bytes) {
   auto a = memory().find(addr);
   if (!a) return Side::host;
-  if (!a->contains(addr, bytes)) return Side::bad;
+  if (!inside_allocation(addr, bytes)) return Side::bad;
   return is_host_memory(*a) ? Side::host : Side::device;
 }
 
@@ -303,8 +302,8 @@ struct Plane {
 };
 
 // The side of a CUDA_MEMCPY2D described by these fields, checked: rows of `width` bytes `pitch`
-// apart, `height` of them, from (x, y); a device side must lie inside one allocation (writable
-// for the destination). Arrays are not emulated.
+// apart, `height` of them, from (x, y); a device side must lie inside one allocation or adjacent
+// mappings (writable for the destination). Arrays are not emulated.
 CUresult plane(CUmemorytype type, const void* host, CUdeviceptr dev, size_t x, size_t y,
                size_t pitch, size_t width, size_t height, bool dst, Plane& out) {
   uint64_t base = 0;

@@ -5,6 +5,7 @@
 #include "cuda/fatbin.hpp"
 #include "emu/cost_model.hpp"
 #include "emu/launch_cost.h"
+#include "emu/link_image.hpp"
 #include "emu/log.hpp"
 
 #include <algorithm>
@@ -78,15 +79,8 @@ CUresult parse_jit_options(unsigned count, const CUjit_option* options, void** v
 // Write the logs back the way the real driver does: NUL-terminated text, and the byte count
 // (terminator included) in place of the size option's value.
 void write_jit_logs(const JitLogs& logs, void** values, std::string_view error_text) {
-  auto put = [&](char* buffer, size_t size, int index, std::string_view text) {
-    if (buffer == nullptr || size == 0) return;
-    size_t n = std::min(text.size(), size - 1);
-    std::memcpy(buffer, text.data(), n);
-    buffer[n] = '\0';
-    if (index >= 0) values[index] = reinterpret_cast<void*>(static_cast<uintptr_t>(n + 1));
-  };
-  put(logs.info, logs.info_size, logs.info_index, "");
-  put(logs.error, logs.error_size, logs.error_index, error_text);
+  write_jit_log(logs.info, logs.info_size, values, logs.info_index, "");
+  write_jit_log(logs.error, logs.error_size, values, logs.error_index, error_text);
   if (logs.wall_time_index >= 0) {
     float ms = 0.0f; // stored in the option value slot itself, as the real driver does
     std::memcpy(&values[logs.wall_time_index], &ms, sizeof(ms));
@@ -128,6 +122,7 @@ CUresult load_module(CUmodule* out, const std::string& ptx, const std::string& n
     Context* ctx = nullptr;
     if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
     ctx_handle = ctx->handle;
+    printf_flush(*ctx); // module loads flush device printf's FIFO
   }
   // Parsing may take a while for large modules: other threads keep going meanwhile.
   auto program = Program::load(ptx, name, nullptr, options);
@@ -152,13 +147,16 @@ CUresult load_image(CUmodule* out, const void* image, size_t size, const std::st
                     std::string* error_text, const CompileOptions& options = {}) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (out == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto ptx = image_ptx(image, size, what);
+  std::optional<CompileOptions> linked;
+  auto ptx = image_ptx(image, size, what, &linked);
   if (!ptx) {
     log(LogLevel::warn, ptx.error().message);
     if (error_text != nullptr) *error_text = ptx.error().message;
     return static_cast<CUresult>(ptx.error().code);
   }
-  return load_module(out, *ptx, what, error_text, options);
+  // A linked image was compiled with the link's options: a GPU compiles nothing when it loads a
+  // cubin, so the options of the load do not apply to it.
+  return load_module(out, *ptx, what, error_text, linked ? *linked : options);
 }
 
 // The function of `mod` named `name`, creating its handle on first request.
@@ -196,6 +194,7 @@ CUresult library_module(Handle lib_handle, Handle& mod_out) {
   Registry& r = registry();
   std::string ptx, name;
   ManagedSymbols managed;
+  CompileOptions options;
   Handle ctx_handle = 0;
   {
     std::lock_guard lock(r.mutex);
@@ -218,9 +217,10 @@ CUresult library_module(Handle lib_handle, Handle& mod_out) {
     name = lib->name;
     ctx_handle = ctx->handle;
     managed = lib->prototype->managed();
+    options = lib->options;
   }
   // Managed variables are the library's, one for every context: the prototype's memory.
-  auto program = Program::load(ptx, name, &managed);
+  auto program = Program::load(ptx, name, &managed, options);
   if (!program) {
     log(LogLevel::warn, name + ": cannot load into a new context: " + program.error().message);
     return program.error().code != 0 ? static_cast<CUresult>(program.error().code)
@@ -275,13 +275,15 @@ CUresult load_library(CUlibrary* out, const void* image, size_t size, const std:
     if (num_jit > 0) write_jit_logs(logs, jit_values, error_text);
     return rc;
   };
-  auto ptx = image_ptx(image, size, what);
+  std::optional<CompileOptions> linked;
+  auto ptx = image_ptx(image, size, what, &linked);
   if (!ptx) {
     log(LogLevel::warn, ptx.error().message);
     error_text = ptx.error().message;
     return finish(static_cast<CUresult>(ptx.error().code));
   }
-  auto program = Program::load(*ptx, what, nullptr, logs.compile);
+  const CompileOptions options = linked ? *linked : logs.compile; // as in load_image
+  auto program = Program::load(*ptx, what, nullptr, options);
   if (!program) {
     log(LogLevel::warn, what + ": cannot load: " + program.error().message);
     error_text = program.error().message;
@@ -291,6 +293,7 @@ CUresult load_library(CUlibrary* out, const void* image, size_t size, const std:
   auto lib = std::make_unique<Library>();
   lib->name = what;
   lib->ptx = std::move(*ptx);
+  lib->options = options;
   lib->kernel_names = (*program)->kernel_names();
   lib->prototype = std::move(*program);
   Registry& r = registry();
@@ -408,7 +411,17 @@ CUresult query_function(Handle h, Function*& out, std::unique_lock<std::mutex>& 
 
 } // namespace
 
-Result<std::string> image_ptx(const void* image, size_t size, std::string_view what) {
+void write_jit_log(char* buffer, size_t capacity, void** values, int size_index,
+                   std::string_view text) {
+  if (buffer == nullptr || capacity == 0) return;
+  const size_t n = std::min(text.size(), capacity - 1);
+  std::memcpy(buffer, text.data(), n);
+  buffer[n] = '\0';
+  if (size_index >= 0) values[size_index] = reinterpret_cast<void*>(static_cast<uintptr_t>(n + 1));
+}
+
+Result<std::string> image_ptx(const void* image, size_t size, std::string_view what,
+                              std::optional<CompileOptions>* linked) {
   std::string prefix(what);
   auto view = cuda::locate_image(image, size);
   if (!view)
@@ -421,11 +434,23 @@ Result<std::string> image_ptx(const void* image, size_t size, std::string_view w
     while (!text.empty() && text.back() == '\0') text.pop_back();
     return text;
   }
-  case cuda::ImageFormat::cubin:
+  case cuda::ImageFormat::cubin: {
+    // The emulated linker's output (cuLinkComplete) carries PTX; any other cubin SASS only.
+    auto image_linked = read_linked_image(bytes);
+    if (image_linked && *image_linked) {
+      if ((*image_linked)->arch != k_target_arch)
+        return make_error(prefix + ": the image was linked for sm_" +
+                              std::to_string((*image_linked)->arch) +
+                              " (CU_JIT_TARGET), which cannot run on this sm_90 device",
+                          CUDA_ERROR_NO_BINARY_FOR_GPU);
+      if (linked != nullptr) *linked = (*image_linked)->options;
+      return std::move((*image_linked)->ptx);
+    }
     return make_error(prefix +
                           ": a cubin holds SASS, which the emulated device cannot run; "
                           "build with PTX (e.g. nvcc -gencode arch=compute_90,code=compute_90)",
                       CUDA_ERROR_NO_BINARY_FOR_GPU);
+  }
   case cuda::ImageFormat::fatbin: {
     auto fatbin = cuda::parse_fatbin(bytes);
     if (!fatbin)
@@ -531,6 +556,7 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
     if (CUresult rc = usable_context(r, ctx); rc != CUDA_SUCCESS) return rc;
     Module* mod = r.module(from_cu(hmod));
     if (mod == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    printf_flush(*ctx); // and unloads
     for (const auto& [name, f] : mod->functions) r.functions.erase(f);
     if (Library* lib = r.library(mod->library)) lib->modules.erase(mod->ctx);
     if (Context* owner = r.context(mod->ctx)) owner->modules.erase(mod->handle);

@@ -170,6 +170,7 @@ bool is_sticky_error(int status) {
 }
 
 void release_context_resources(Registry& r, Context& ctx) {
+  printf_flush(ctx); // context destruction flushes device printf's FIFO
   for (Handle m : ctx.modules) {
     Module* mod = r.module(m);
     if (mod == nullptr) continue;
@@ -247,6 +248,7 @@ void op_finish(Stream& s, uint64_t end_ns) {
 
 void host_waits(Context& ctx, uint64_t t_ns) {
   ctx.host_clock_ns = std::max(ctx.host_clock_ns, t_ns);
+  printf_flush(ctx); // every host synchronization flushes device printf's FIFO
 }
 
 // Copies over PCIe (host ↔ device, and pageable host ↔ host through the driver) at 25 GB/s plus

@@ -163,6 +163,7 @@ CUresult host_func(CUstream h, bool per_thread, void (*run)(void*), void* data, 
       return capture_node(r, *s, std::move(node));
     }
     op_finish(*s, op_start(r, *ctx, *s));
+    printf_flush(*ctx); // before a stream callback runs, device printf's FIFO is flushed
   }
   if (add_callback) {
     callback(h, CUDA_SUCCESS, data);

@@ -76,6 +76,7 @@ enum class XOp : uint8_t {
   elect, szext, fns,
   // tensor-core and matrix-fragment instructions (emu/matrix.hpp; Insn::matrix says which)
   mma, ldmatrix, stmatrix, movmatrix, wmma_load, wmma_store,
+  printf, // the device runtime's vprintf (exec_printf.hpp)
 };
 
 // Modifier bits.
@@ -146,6 +147,9 @@ enum AtomOp : uint8_t {
 };
 
 enum ShflMode : uint8_t { k_shfl_up, k_shfl_down, k_shfl_bfly, k_shfl_idx };
+// cp.async's optional fourth operand (Insn::mode): none (cp-size bytes copied), src-size (bytes
+// read, the rest of cp-size zero-filled) or the ignore-src predicate (true: all zero-filled).
+enum CpAsyncMode : uint8_t { k_cp_full, k_cp_src_size, k_cp_ignore_src };
 enum VoteMode : uint8_t { k_vote_all, k_vote_any, k_vote_uni, k_vote_ballot };
 
 struct CompiledKernel {

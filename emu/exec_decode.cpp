@@ -86,6 +86,11 @@ std::optional<Sreg> special_register(std::string_view n) {
   if (n == "%envreg1") return Sreg::envreg1;
   if (n == "%envreg2") return Sreg::envreg2;
   if (n.starts_with("%envreg")) return Sreg::zero;
+  // The performance-monitoring counters %pm0..%pm7 and %pm0_64..%pm7_64 (PTX ISA "Special
+  // Registers": their behaviour is "currently undefined"): no profiler counts events here, so 0.
+  if (n.size() >= 4 && n.starts_with("%pm") && n[3] >= '0' && n[3] <= '7' &&
+      (n.size() == 4 || n.substr(4) == "_64"))
+    return Sreg::zero;
   return std::nullopt;
 }
 
@@ -284,6 +289,9 @@ private:
   // The value a symbol operand stands for (an address or an offset in its space).
   uint64_t symbol_value(std::string_view name, int64_t offset) {
     const Symbol* s = lookup(name);
+    // PTX's one predefined constant (PTX ISA "Identifiers", "Predefined Identifiers"): the
+    // number of threads in a warp, 32 on every target; a module may still name a variable so.
+    if (!s && name == "WARP_SZ") return 32 + uint64_t(offset);
     if (!s) unsupported("unknown symbol " + std::string(name));
     switch (s->kind) {
     case Symbol::Kind::reg:
@@ -1048,6 +1056,16 @@ private:
       i.src[0] = src(in.operands[1], Type::u32);
       i.src[1] = src(in.operands[2], Type::u32);
       break;
+    case Opcode::fns:
+      // fns.b32 d, mask, base, offset (PTX ISA 9.7.1.x, "fns")
+      need(in, 4);
+      reject_rest(in, md);
+      i.op = XOp::fns;
+      i.nsrc = 3;
+      i.src[0] = src(in.operands[1], Type::b32);
+      i.src[1] = src(in.operands[2], Type::u32);
+      i.src[2] = src(in.operands[3], Type::s32);
+      break;
     case Opcode::szext:
       need(in, 3);
       i.op = XOp::szext;
@@ -1244,10 +1262,6 @@ private:
     if (!in.guard.empty()) unsupported("guarded calls are not supported");
     const ptx::Function* callee = m_module.function(target->name);
     if (!callee) unsupported("call to unknown function " + std::string(target->name));
-    if (callee->name == "vprintf" || callee->name == "malloc" || callee->name == "free" ||
-        callee->name == "__assertfail") {
-      unsupported("call to " + std::string(callee->name) + " (device runtime) is not supported");
-    }
     const Operand* rets = nullptr;
     const Operand* args = nullptr;
     if (callee->has_returns && !lists.empty() && in.operands[0].kind == Operand::Kind::list) {
@@ -1255,6 +1269,11 @@ private:
       if (lists.size() > 1) args = lists[1];
     } else if (!lists.empty()) {
       args = lists[0];
+    }
+    if (callee->name == "vprintf" && !callee->has_body) return device_printf(in, rets, args);
+    if (callee->name == "vprintf" || callee->name == "malloc" || callee->name == "free" ||
+        callee->name == "__assertfail") {
+      unsupported("call to " + std::string(callee->name) + " (device runtime) is not supported");
     }
     // Bind the callee's parameters to the caller's .param variables (by position).
     Scope binding;
@@ -1286,6 +1305,31 @@ private:
     instance(*callee);
     m_line = line;
     m_scopes.swap(saved);
+  }
+
+  // The device runtime's `vprintf(format, args)` (exec_printf.hpp): the call's .param variables
+  // are in the thread's local frame; src[0] and src[1] hold where its two arguments are, src[2]
+  // where its 32-bit result goes (none: k_no_slot).
+  void device_printf(const ptx::Instruction& in, const Operand* rets, const Operand* args) {
+    auto param_offset = [&](const Operand& a) -> uint64_t {
+      const Symbol* s = a.kind == Operand::Kind::symbol || a.kind == Operand::Kind::reg
+                            ? lookup(a.name)
+                            : nullptr;
+      if (!s || s->kind != Symbol::Kind::local_var) {
+        unsupported("vprintf argument " + std::string(a.name) + " is not a .param variable");
+      }
+      return s->value;
+    };
+    if (!args || args->elems.size() != 2) unsupported("vprintf takes two arguments");
+    if (rets && rets->elems.size() > 1) unsupported("vprintf returns one value");
+    Insn i = base(in, XOp::printf, Mods{});
+    i.nsrc = 3;
+    for (int k = 0; k < 3; ++k) i.src[k].kind = Src::Kind::imm;
+    i.src[0].imm = param_offset(args->elems[0]);
+    i.src[1].imm = param_offset(args->elems[1]);
+    i.src[2].imm = rets && !rets->elems.empty() ? param_offset(rets->elems[0]) : k_no_slot;
+    i.mclass = k_mem_local;
+    emit(i);
   }
 
   void barrier(const ptx::Instruction& in, const Mods& md) {
@@ -1673,18 +1717,44 @@ private:
     if (in.has_mod("bulk") || in.has_mod("tensor") || in.has_mod("mbarrier")) {
       unsupported("cp.async.bulk and mbarrier-based copies are not supported");
     }
-    // cp.async.ca.shared.global [dst], [src], cp-size{, src-size}
-    if (in.operands.size() < 3 || in.operands.size() > 4) unsupported("cp.async operands");
+    // PTX ISA 9.7.9.25.3.1, cp.async:
+    //   cp.async.ca.shared{::cta}.global{.level::cache_hint}{.level::prefetch_size}
+    //       [dst], [src], cp-size{, src-size | ignore-src}{, cache-policy}
+    // (.cg: cp-size 16 only). The cache hint and prefetch size change nothing here; the cache
+    // policy operand is there exactly when .L2::cache_hint is.
+    const bool hinted = in.has_mod("L2::cache_hint");
+    const size_t base_operands = 3;
+    const size_t n = in.operands.size();
+    if (n < base_operands || n > base_operands + 1 + (hinted ? 1 : 0) ||
+        (hinted && n == base_operands)) {
+      unsupported("cp.async: " + std::to_string(n) + " operands");
+    }
     Insn i = base(in, XOp::cp_async, md);
     i.addr = addr(in.operands[0], ptx::Space::shared);
-    Insn src_side = base(in, XOp::nop, md);
     Addr s = addr(in.operands[1], ptx::Space::global);
-    (void)src_side;
-    i.nsrc = uint8_t(in.operands.size() - 2);
+    if (in.operands[2].kind != Operand::Kind::imm_int) unsupported("cp.async: cp-size must be a constant");
+    const uint64_t cp_size = uint64_t(in.operands[2].value);
+    if (cp_size != 4 && cp_size != 8 && cp_size != 16) {
+      unsupported("cp.async: cp-size " + std::to_string(cp_size) + " (4, 8 or 16)");
+    }
+    if (in.has_mod("cg") && cp_size != 16) unsupported("cp.async.cg: cp-size must be 16");
     i.src[0] = src(in.operands[2], Type::u32);
-    if (in.operands.size() == 4) i.src[1] = src(in.operands[3], Type::u32);
-    // the source address travels in dst[0] (slot) and target (offset low bits) is not enough:
-    // keep it in src[2]/src[3]: src[2] = base register, src[3] = offset immediate
+    i.nsrc = 1;
+    i.mode = k_cp_full;
+    if (n - base_operands - (hinted ? 1 : 0) == 1) {
+      // the fourth operand: src-size (bytes read, the rest zero-filled) or the predicate
+      // ignore-src (true: nothing read, all zero-filled)
+      const Operand& o = in.operands[3];
+      bool predicate = false;
+      if (o.kind == Operand::Kind::reg && !special_register(o.name)) {
+        const Symbol* sym = lookup(o.name);
+        predicate = sym && sym->kind == Symbol::Kind::reg && sym->width == 1;
+      }
+      i.mode = predicate ? k_cp_ignore_src : k_cp_src_size;
+      i.src[1] = src(o, predicate ? Type::pred : Type::u32);
+      i.nsrc = 2;
+    }
+    // the source address: src[2] its base register, src[3] its offset
     i.src[2].kind = s.slot == k_no_slot ? Src::Kind::imm : Src::Kind::reg;
     i.src[2].slot = s.slot;
     i.src[3].kind = Src::Kind::imm;

@@ -1,6 +1,7 @@
 #include "emu/exec_interp.hpp"
 
 #include "emu/exec_fill.hpp"
+#include "emu/exec_printf.hpp"
 #include "emu/semantics.hpp"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <span>
 #include <string_view>
 #include <limits>
 #include <tuple>
@@ -360,7 +362,7 @@ struct BlockRunner::State {
       // the allocation this instruction's compiled code checks its next accesses against
       const Allocation* a = s.last_alloc;
       s.memory_cache[pc] = {a->base, a->base + a->size,
-                            uint64_t(a->kind != AllocKind::const_var && !a->read_only), a};
+                            uint64_t(!a->read_only), a};
     }
     return is_memory(in.op) ? s.mem_latency : in.latency;
   }
@@ -579,11 +581,6 @@ struct BlockRunner::State {
               warp, lane);
       }
       last_alloc = a;
-    }
-    if (write && a->kind == AllocKind::const_var) {
-      fault(CUDA_ERROR_ILLEGAL_ADDRESS, "illegal address: write to constant memory: " +
-                                            describe_global(addr, size),
-            in, warp, lane);
     }
     if (write && a->read_only) {
       fault(CUDA_ERROR_ILLEGAL_ADDRESS, "illegal address: write to a mapping with read access "
@@ -1111,6 +1108,7 @@ struct BlockRunner::State {
         w.alive &= ~exec;
         exited += n;
         advance(w, active & ~exec, pc + 1);
+        if (w.waiting) wake_sync_waiters(w);
         check_barriers();
       } else {
         advance(w, active, pc + 1);
@@ -1184,38 +1182,68 @@ struct BlockRunner::State {
     w.rotate_steps = k_rotate_steps;
   }
 
-  // A .sync warp instruction runs once every live lane of its membermask is at it (PTX ISA
-  // 9.7.8.x: the executing thread waits for the others). Returns the lanes that execute now, or 0
-  // when the arriving lanes wait.
-  uint32_t sync_arrive(const Insn& in, uint32_t widx, uint32_t exec, uint32_t active, uint32_t pc) {
+  // The operand holding a warp-synchronous instruction's membermask.
+  static const Src& member_mask(const Insn& in) {
+    return in.op == XOp::bar_warp || in.op == XOp::elect ? in.src[0]
+           : in.op == XOp::shfl                           ? in.src[3]
+                                                          : in.src[1];
+  }
+
+  // A .sync warp instruction runs for a lane once every live lane of that lane's membermask is at
+  // it (PTX ISA 9.7.8.x, shfl.sync/vote.sync/match.sync/redux.sync/bar.warp.sync/elect.sync: "the
+  // executing thread waits until all non-exited threads corresponding to membermask have executed
+  // [it] with the same qualifiers and same membermask value"). Lanes at one position may carry
+  // different membermasks (cg::labeled_partition: one per partition); each lane goes when its own
+  // members are all here, the others wait. Returns the lanes that execute now (0: all wait) and
+  // takes the waiting ones out of `active`, so that step() does not move them on.
+  uint32_t sync_arrive(const Insn& in, uint32_t widx, uint32_t exec, uint32_t& active, uint32_t pc) {
     Warp& w = warps[widx];
-    const Src& mask_src = in.op == XOp::bar_warp || in.op == XOp::elect ? in.src[0]
-                          : in.op == XOp::shfl                           ? in.src[3]
-                                                                         : in.src[1];
-    // .sync.aligned matrix instructions wait for the whole warp (exec_matrix refuses a warp
-    // that is not whole when they run)
-    uint32_t need = is_matrix(in.op) ? w.alive
-                                     : uint32_t(rd(mask_src, widx, std::countr_zero(exec))) & w.alive;
+    const Src& mask_src = member_mask(in);
     uint32_t here = 0;
     if (!w.converged) {
       each(w.waiting, [&](int l) {
         if (w.bar[l] == k_sync_wait && w.pc[l] == pc) here |= 1u << l;
       });
     }
-    uint32_t arrived = exec | here;
-    if (need & ~arrived) {
+    const uint32_t arrived = exec | here;
+    uint32_t go = 0;
+    if (is_matrix(in.op) || mask_src.kind != Src::Kind::reg) {
+      // .sync.aligned matrix instructions wait for the whole warp (exec_matrix refuses a warp
+      // that is not whole when they run)
+      const uint32_t need =
+          (is_matrix(in.op) ? 0xffffffffu : uint32_t(rd(mask_src, widx, 0))) & w.alive;
+      go = need & ~arrived ? 0 : arrived;
+    } else {
+      const uint64_t* m = R(widx, mask_src.slot);
+      each(arrived, [&](int l) {
+        if (!(uint32_t(m[l]) & w.alive & ~arrived)) go |= 1u << l;
+      });
+    }
+    const uint32_t wait = exec & ~go;
+    if (wait) {
       // wait at this instruction; lanes whose guard is false move on
       diverge(w);
-      w.waiting |= exec;
-      each(exec, [&](int l) {
+      w.waiting |= wait;
+      each(wait, [&](int l) {
         w.bar[l] = k_sync_wait;
         w.pc[l] = pc;
       });
-      each(active & ~exec, [&](int l) { w.pc[l] = pc + 1; });
-      return 0;
+      active &= ~wait;
+      if (!go) {
+        each(active, [&](int l) { w.pc[l] = pc + 1; });
+        return 0;
+      }
     }
-    w.waiting &= ~here;
-    return arrived;
+    w.waiting &= ~(here & go);
+    return go;
+  }
+
+  // Lanes that exited may be all that lanes waiting at a .sync warp instruction waited for: those
+  // arrive again (their position is still the instruction), and go if nothing else is missing.
+  void wake_sync_waiters(Warp& w) {
+    uint32_t sync_waiting = 0;
+    each(w.waiting & w.alive, [&](int l) { sync_waiting |= uint32_t(w.bar[l] == k_sync_wait) << l; });
+    w.waiting &= ~sync_waiting;
   }
 
   void arrive(const Insn& in, uint32_t widx, uint32_t exec, uint32_t active, uint32_t pc) {
@@ -1380,6 +1408,31 @@ struct BlockRunner::State {
     each(exec, [&](int l) { d[l] = uint64_t(uint32_t(a[l])) & m; });
   }
 
+  // Calls f(group, lanes) for each distinct group among the lanes of `exec` that execute a
+  // warp-synchronous instruction together: a lane's group is its own membermask's lanes among
+  // them, which is whom its vote, match, reduction or election is over; `lanes` are the lanes of
+  // that group value. One call when every lane names the same membermask.
+  template <class F> void for_groups(const Insn& in, uint32_t widx, uint32_t exec, F&& f) {
+    const Src& ms = member_mask(in);
+    if (ms.kind != Src::Kind::reg) {
+      f(uint32_t(rd(ms, widx, 0)) & exec, exec);
+      return;
+    }
+    const uint64_t* m = R(widx, ms.slot);
+    for (uint32_t left = exec; left;) {
+      const uint32_t group = uint32_t(m[std::countr_zero(left)]) & exec;
+      uint32_t lanes = 0;
+      each(left, [&](int l) { lanes |= uint32_t((uint32_t(m[l]) & exec) == group) << l; });
+      f(group, lanes);
+      left &= ~lanes;
+    }
+  }
+
+  void exec_printf(const Insn& in, uint32_t widx, uint32_t exec);
+  // The bytes from generic address `addr` to the end of the memory holding it (an allocation, the
+  // block's shared memory, the lane's local frame), checked as an access of one byte; empty for 0.
+  std::span<const uint8_t> bytes_from(uint64_t addr, uint32_t widx, int lane, const Insn& in);
+
   void exec_arith(const Insn& in, uint32_t widx, uint32_t exec);
   void exec_half(const Insn& in, uint32_t widx, uint32_t exec);
   void exec_memory(const Insn& in, uint32_t widx, uint32_t exec);
@@ -1432,6 +1485,15 @@ void BlockRunner::State::execute(const Insn& in, uint32_t widx, uint32_t exec) {
     if (b.arrived + exited >= b.expected) release(int(id));
     return;
   }
+  case XOp::printf:
+    return exec_printf(in, widx, exec);
+  case XOp::fns:
+    each(exec, [&](int l) {
+      wr(in.dst[0], widx, l,
+         sem::fns(uint32_t(rd(in.src[0], widx, l)), uint32_t(rd(in.src[1], widx, l)),
+                  int32_t(uint32_t(rd(in.src[2], widx, l)))));
+    });
+    return;
   case XOp::trap:
     fault(CUDA_ERROR_LAUNCH_FAILED, "trap instruction executed", in, widx, std::countr_zero(exec));
   default:
@@ -1933,7 +1995,7 @@ void BlockRunner::State::exec_convert(const Insn& in, uint32_t widx, uint32_t ex
       uint64_t a = S(0, l);
       uint64_t r;
       if (in.op == XOp::cvta) {
-        r = (a == 0 && in.mode != 0) ? 0 : a + win;
+        r = a + win; // a window's offset 0 is a real address (the first __shared__ variable's)
       } else {
         r = (win && (a & ~(k_window_size - 1)) == win) ? a - win : a;
       }
@@ -2015,7 +2077,7 @@ bool BlockRunner::State::fast_memory(const Insn& in, uint32_t widx, uint32_t exe
       if (!a || !a->contains(lo, span)) return false;
       last_alloc = a;
     }
-    if (store && (a->kind == AllocKind::const_var || a->read_only)) return false;
+    if (store && a->read_only) return false;
     each(exec, [&](int l) { sectors_scratch[sector_count++] = addr[l] >> 5; });
     break;
   }
@@ -2123,17 +2185,27 @@ void BlockRunner::State::exec_memory(const Insn& in, uint32_t widx, uint32_t exe
   const bool vol = in.flags & k_f_volatile;
   const bool sign = ptx::is_signed(in.type);
   if (in.op == XOp::cp_async) {
+    // PTX ISA 9.7.9.25.3.1: both addresses aligned to cp-size; src-size bytes (at most cp-size)
+    // are read, the rest of the destination's cp-size bytes is zero-filled. The copy completes
+    // here, at once, so every commit group is complete when cp.async.wait_group asks.
+    const Addr src_addr{AddrSpace::global,
+                        in.src[2].kind == Src::Kind::reg ? in.src[2].slot : k_no_slot,
+                        int64_t(in.src[3].imm)};
     each(exec, [&](int l) {
-      uint32_t cp = uint32_t(rd(in.src[0], widx, l));
-      uint32_t src_size = in.nsrc == 2 ? uint32_t(rd(in.src[1], widx, l)) : cp;
-      Addr src_addr{AddrSpace::global, in.src[2].kind == Src::Kind::reg ? in.src[2].slot : k_no_slot,
-                    int64_t(in.src[3].imm)};
+      const uint32_t cp = uint32_t(rd(in.src[0], widx, l));
+      uint32_t n = cp;
+      if (in.mode == k_cp_src_size) n = std::min<uint32_t>(uint32_t(rd(in.src[1], widx, l)), cp);
+      else if (in.mode == k_cp_ignore_src && rd(in.src[1], widx, l)) n = 0;
       uint8_t* d = resolve(in.addr, widx, l, cp, true, in);
-      uint32_t n = std::min(src_size, cp);
-      if (n) {
-        uint8_t* s = resolve(src_addr, widx, l, n, false, in);
-        std::memcpy(d, s, n);
+      uint64_t from = uint64_t(src_addr.offset);
+      if (src_addr.slot != k_no_slot) from += R(widx, src_addr.slot)[l];
+      if (from & (cp - 1)) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "misaligned address: %u-byte cp.async from 0x%" PRIx64, cp, from);
+        fault(CUDA_ERROR_MISALIGNED_ADDRESS, buf, in, widx, l);
       }
+      // (aligned to cp-size, any src-size up to it passes resolve()'s alignment check)
+      if (n) std::memcpy(d, resolve(src_addr, widx, l, n, false, in), n);
       if (n < cp) std::memset(d + n, 0, cp - n);
     });
     flush_memory(in, widx, Access::load);
@@ -2418,6 +2490,64 @@ void BlockRunner::State::exec_matrix(const Insn& in, uint32_t widx, uint32_t exe
     return;
   }
   }
+std::span<const uint8_t> BlockRunner::State::bytes_from(uint64_t addr, uint32_t widx, int lane,
+                                                       const Insn& in) {
+  if (addr == 0) return {};
+  const Addr a{AddrSpace::generic, k_no_slot, int64_t(addr)};
+  const uint8_t* p = resolve(a, widx, lane, 1, false, in, false);
+  const uint64_t window = addr & ~(k_window_size - 1);
+  const uint8_t* end = nullptr;
+  if (window == k_shared_window) end = shared.data() + shared_size;
+  else if (window == k_local_window)
+    end = local.data() + size_t(widx * k_lanes + uint32_t(lane) + 1) * k.local_bytes;
+  else if (window == k_param_window) end = L.params + L.kernel->param_bytes;
+  else end = reinterpret_cast<const uint8_t*>(last_alloc->base + last_alloc->size);
+  return {p, size_t(end - p)};
+}
+
+// vprintf(format, args) for each lane, lowest first: the record is formatted now (exec_printf.hpp)
+// and kept with the block's; the driver prints a launch's records in block order at the next
+// synchronization, as many as CU_LIMIT_PRINTF_FIFO_SIZE holds.
+void BlockRunner::State::exec_printf(const Insn& in, uint32_t widx, uint32_t exec) {
+  each(exec, [&](int l) {
+    uint8_t* frame = local.data() + size_t(widx * k_lanes + uint32_t(l)) * k.local_bytes;
+    uint64_t format_addr = 0, args_addr = 0;
+    std::memcpy(&format_addr, frame + in.src[0].imm, 8);
+    std::memcpy(&args_addr, frame + in.src[1].imm, 8);
+    auto read_string = [&](uint64_t addr) -> std::optional<std::string> {
+      const auto bytes = bytes_from(addr, widx, l, in);
+      const void* nul = std::memchr(bytes.data(), 0, bytes.size());
+      if (!nul) {
+        char buf[128];
+        std::snprintf(buf, sizeof buf,
+                      "illegal address: printf reads a string at 0x%" PRIx64
+                      " that does not end inside its memory",
+                      addr);
+        fault(CUDA_ERROR_ILLEGAL_ADDRESS, buf, in, widx, l);
+      }
+      return std::string(reinterpret_cast<const char*>(bytes.data()),
+                         static_cast<const uint8_t*>(nul) - bytes.data());
+    };
+    int32_t value = -1;
+    if (format_addr != 0) {
+      const std::string format = *read_string(format_addr);
+      DevicePrintResult r = format_device_printf(format, bytes_from(args_addr, widx, l, in), read_string);
+      value = r.value;
+      // A launch keeps what the FIFO could hold after its own blocks' records, bounded
+      // launch-wide so that a kernel printing without end cannot exhaust the host's memory.
+      const uint64_t bytes = r.record.fifo_bytes, text = r.record.text.size();
+      if (res.print_bytes + bytes <= L.print_fifo_bytes &&
+          L.print_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes <=
+              k_print_launch_factor * L.print_fifo_bytes &&
+          L.print_text.fetch_add(text, std::memory_order_relaxed) + text <= k_print_launch_text) {
+        res.print_bytes += bytes;
+        res.prints.push_back(std::move(r.record));
+      } else {
+        ++res.prints_dropped;
+      }
+    }
+    if (in.src[2].imm != k_no_slot) std::memcpy(frame + in.src[2].imm, &value, 4);
+  });
 }
 
 void BlockRunner::State::exec_warp(const Insn& in, uint32_t widx, uint32_t exec) {
@@ -2462,68 +2592,78 @@ void BlockRunner::State::exec_warp(const Insn& in, uint32_t widx, uint32_t exec)
     each(exec, [&](int l) {
       if (S(0, l)) ballot |= 1u << l;
     });
-    uint64_t r;
-    switch (in.mode) {
-    case k_vote_all: r = ballot == exec; break;
-    case k_vote_any: r = ballot != 0; break;
-    case k_vote_uni: r = ballot == 0 || ballot == exec; break;
-    default: r = ballot; break;
-    }
-    each(exec, [&](int l) { wr(in.dst[0], widx, l, r); });
+    for_groups(in, widx, exec, [&](uint32_t group, uint32_t lanes) {
+      const uint32_t b = ballot & group;
+      uint64_t r;
+      switch (in.mode) {
+      case k_vote_all: r = b == group; break;
+      case k_vote_any: r = b != 0; break;
+      case k_vote_uni: r = b == 0 || b == group; break;
+      default: r = b; break;
+      }
+      each(lanes, [&](int l) { wr(in.dst[0], widx, l, r); });
+    });
     return;
   }
   case XOp::match: {
     uint64_t vals[k_lanes];
     each(exec, [&](int l) { vals[l] = S(0, l); });
-    if (in.mode == 0) {
-      each(exec, [&](int l) {
-        uint32_t m = 0;
-        each(exec, [&](int o) {
-          if (vals[o] == vals[l]) m |= 1u << o;
+    for_groups(in, widx, exec, [&](uint32_t group, uint32_t lanes) {
+      if (in.mode == 0) {
+        each(lanes, [&](int l) {
+          uint32_t m = 0;
+          each(group, [&](int o) {
+            if (vals[o] == vals[l]) m |= 1u << o;
+          });
+          wr(in.dst[0], widx, l, m);
         });
-        wr(in.dst[0], widx, l, m);
-      });
-    } else {
+        return;
+      }
       bool all = true;
-      uint64_t first = vals[std::countr_zero(exec) & 31]; // exec is never empty here
-      each(exec, [&](int o) { all = all && vals[o] == first; });
-      each(exec, [&](int l) {
-        wr(in.dst[0], widx, l, all ? exec : 0);
+      if (group) {
+        const uint64_t first = vals[std::countr_zero(group)];
+        each(group, [&](int o) { all = all && vals[o] == first; });
+      }
+      each(lanes, [&](int l) {
+        wr(in.dst[0], widx, l, all ? group : 0);
         if (in.ndst == 2) wr(in.dst[1], widx, l, all);
       });
-    }
+    });
     return;
   }
   case XOp::redux: {
-    bool is_signed = in.type == Type::s32;
-    uint64_t acc = 0;
-    bool first = true;
-    each(exec, [&](int l) {
-      uint32_t v = uint32_t(S(0, l));
-      if (first) {
-        acc = v;
-        first = false;
-        return;
-      }
-      switch (in.mode) {
-      case k_atom_add: acc = uint32_t(acc + v); break;
-      case k_atom_and: acc &= v; break;
-      case k_atom_or: acc |= v; break;
-      case k_atom_xor: acc ^= v; break;
-      case k_atom_min: acc = is_signed ? uint32_t(std::min(int32_t(acc), int32_t(v))) : std::min<uint32_t>(uint32_t(acc), v); break;
-      case k_atom_max: acc = is_signed ? uint32_t(std::max(int32_t(acc), int32_t(v))) : std::max<uint32_t>(uint32_t(acc), v); break;
-      default: break;
-      }
+    const bool is_signed = in.type == Type::s32;
+    for_groups(in, widx, exec, [&](uint32_t group, uint32_t lanes) {
+      uint64_t acc = 0;
+      bool first = true;
+      each(group, [&](int l) {
+        uint32_t v = uint32_t(S(0, l));
+        if (first) {
+          acc = v;
+          first = false;
+          return;
+        }
+        switch (in.mode) {
+        case k_atom_add: acc = uint32_t(acc + v); break;
+        case k_atom_and: acc &= v; break;
+        case k_atom_or: acc |= v; break;
+        case k_atom_xor: acc ^= v; break;
+        case k_atom_min: acc = is_signed ? uint32_t(std::min(int32_t(acc), int32_t(v))) : std::min<uint32_t>(uint32_t(acc), v); break;
+        case k_atom_max: acc = is_signed ? uint32_t(std::max(int32_t(acc), int32_t(v))) : std::max<uint32_t>(uint32_t(acc), v); break;
+        default: break;
+        }
+      });
+      each(lanes, [&](int l) { wr(in.dst[0], widx, l, acc); });
     });
-    each(exec, [&](int l) { wr(in.dst[0], widx, l, acc); });
     return;
   }
   case XOp::elect: {
-    uint32_t members = exec & uint32_t(S(0, std::countr_zero(exec)));
-    int leader = members ? std::countr_zero(members) : -1;
-    each(exec, [&](int l) {
-      wr(in.dst[0], widx, l, uint32_t(leader < 0 ? 0 : leader));
-      wr(in.dst[1], widx, l, l == leader);
+    for_groups(in, widx, exec, [&](uint32_t group, uint32_t lanes) {
+      const int leader = group ? std::countr_zero(group) : -1;
+      each(lanes, [&](int l) {
+        wr(in.dst[0], widx, l, uint32_t(leader < 0 ? 0 : leader));
+        wr(in.dst[1], widx, l, l == leader);
+      });
     });
     return;
   }

@@ -8,6 +8,7 @@
 
 #include "emu/cost_model.hpp"
 #include "emu/exec_code.hpp"
+#include "emu/exec_printf.hpp"
 #include "emu/jit/abi.hpp"
 #include "emu/memory.hpp"
 #include "emu/program.hpp"
@@ -66,7 +67,20 @@ struct LaunchShared {
   // The kernel's compiled code, or nullptr: converged warps then take their steps through it
   // wherever it has an entry (emu/jit/abi.hpp).
   const jit::Code* code = nullptr;
+  // Device printf (exec_printf.hpp): the FIFO bytes left for this launch's records
+  // (CU_LIMIT_PRINTF_FIFO_SIZE less what earlier launches buffered), and what its blocks recorded.
+  uint64_t print_fifo_bytes = 0;
+  std::atomic<uint64_t> print_bytes{0};
+  std::atomic<uint64_t> print_text{0}; // bytes of formatted text they hold
 };
+
+// A launch's blocks record printf output until their records together take this many times the
+// FIFO space left: more could never be printed (the driver keeps a FIFO's worth in block order),
+// and which blocks reach the bound first depends on the order they ran in.
+constexpr uint64_t k_print_launch_factor = 16;
+// ...and while their formatted text stays under this (a width of 65536 in every record of a full
+// FIFO would otherwise be gigabytes of text).
+constexpr uint64_t k_print_launch_text = 256ull << 20;
 
 struct BlockResult {
   int status = 0; // CUresult
@@ -76,6 +90,11 @@ struct BlockResult {
   uint64_t memory_sectors = 0; // 32-byte global sectors touched, distinct per warp instruction
   uint64_t compiled_warp_instructions = 0; // of warp_instructions, those compiled code executed
   cost::BlockCost cost;
+  // Device printf records, in the order the block's threads made them, and their FIFO bytes; how
+  // many calls found no room.
+  std::vector<DevicePrint> prints;
+  uint64_t print_bytes = 0;
+  uint64_t prints_dropped = 0;
 };
 
 // Runs blocks one after another on one host thread, reusing its buffers.
@@ -85,22 +104,6 @@ public:
   ~BlockRunner();
   BlockRunner(const BlockRunner&) = delete;
   BlockRunner& operator=(const BlockRunner&) = delete;
-
-  BlockResult run(uint64_t block_linear);
-
-private:
-  struct State;
-  std::unique_ptr<State> m_state;
-};
-
-// The same interpreter before its fast path (exec_interp_reference.cpp): identical results and
-// modeled times, slower. Chosen per launch by HONE_EMU_EXEC=reference (emu/exec_jit.hpp).
-class ReferenceBlockRunner {
-public:
-  explicit ReferenceBlockRunner(LaunchShared& launch);
-  ~ReferenceBlockRunner();
-  ReferenceBlockRunner(const ReferenceBlockRunner&) = delete;
-  ReferenceBlockRunner& operator=(const ReferenceBlockRunner&) = delete;
 
   BlockResult run(uint64_t block_linear);
 

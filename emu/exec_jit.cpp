@@ -60,13 +60,16 @@ ExecMode execution_mode() {
   const char* e = std::getenv("HONE_EMU_EXEC");
   const std::string_view v = e ? e : "";
   if (v.empty() || v == "auto") return ExecMode::automatic;
-  if (v == "reference") return ExecMode::reference;
   if (v == "interpret") return ExecMode::interpret;
   if (v == "compile") return ExecMode::compile;
   static std::once_flag said;
   std::call_once(said, [v] {
+    // The frozen reference interpreter was retired once the interpreter and compiled code were
+    // checked against each other (emu/README.md, "Execution paths").
     log(LogLevel::warn, "HONE_EMU_EXEC=" + std::string(v) +
-                            " is not one of auto, compile, interpret, reference: using auto");
+                            (v == "reference" ? ": the reference path was retired (emu/README.md, "
+                                                "\"Execution paths\"); using auto"
+                                              : " is not one of auto, compile, interpret: using auto"));
   });
   return ExecMode::automatic;
 }
@@ -78,7 +81,6 @@ KernelCode::~KernelCode() {
 const jit::Code* KernelCode::for_launch(const CompiledKernel& kernel, ExecMode mode,
                                         uint64_t threads) {
   switch (mode) {
-  case ExecMode::reference:
   case ExecMode::interpret:
     return nullptr;
   case ExecMode::compile:

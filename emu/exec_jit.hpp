@@ -1,8 +1,8 @@
 // Which execution path runs a launch's blocks, and the compiled code of a kernel (emu/jit/).
 //
-// HONE_EMU_EXEC (read at every launch): `reference` (the interpreter before its fast path),
-// `interpret` (the interpreter), `compile` (compile every kernel at its first launch) or `auto`
-// (the default: compile a kernel once its launches are large enough to repay the compile).
+// HONE_EMU_EXEC (read at every launch): `interpret` (the interpreter), `compile` (compile every
+// kernel at its first launch) or `auto` (the default: compile a kernel once its launches are large
+// enough to repay the compile).
 // Compiled code comes from libhone-emu-jit.so, opened from the directory this library was loaded
 // from the first time a kernel is compiled; without it every kernel is interpreted.
 #pragma once
@@ -16,9 +16,10 @@
 
 namespace hone::emu {
 
-enum class ExecMode : uint8_t { automatic, reference, interpret, compile };
+enum class ExecMode : uint8_t { automatic, interpret, compile };
 
-// HONE_EMU_EXEC; an unknown value is `auto` (logged once).
+// HONE_EMU_EXEC; an unknown value is `auto` (logged once), and so is `reference`, the retired
+// reference interpreter (logged once, saying so).
 ExecMode execution_mode();
 
 // A kernel's compiled code, made at most once and released with the kernel.

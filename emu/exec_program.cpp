@@ -95,6 +95,11 @@ public:
       m_registers = kernel_registers(m_ptx, m_options);
       m_ptx.clear();
       m_ptx.shrink_to_fit();
+      if (!m_registers.lowered_version.empty()) {
+        log(LogLevel::info, "cost model: ptxas refused a module's newer PTX ISA version; its "
+                            "register counts are ptxas's for the module declaring .version " +
+                                m_registers.lowered_version);
+      }
       if (!m_registers.error.empty()) {
         log(LogLevel::warn, "cost model: no register counts for a module (" + m_registers.error +
                                 "); assuming " + std::to_string(k_fallback_registers) +
@@ -223,6 +228,7 @@ public:
     shared.instruction_budget = r.instruction_budget ? r.instruction_budget : default_budget();
     shared.schedule_seed = r.schedule_seed;
     shared.fill_seed = r.fill_seed;
+    shared.print_fifo_bytes = r.print_fifo_bytes;
 
     const uint64_t blocks = g.count();
     const auto [registers, from_ptxas] = m_resources->registers(m_code.name);
@@ -246,14 +252,11 @@ public:
     // one host thread each (the driver checked that the grid fits the device at once).
     const unsigned workers = r.cooperative ? unsigned(blocks) : pool_workers();
     const ExecMode mode = execution_mode();
-    const bool reference = mode == ExecMode::reference;
-    shared.code = reference ? nullptr : m_jit.for_launch(m_code, mode, blocks * b.count());
-    out.path = reference     ? ExecPath::reference
-               : shared.code ? ExecPath::compiled
-                             : ExecPath::interpreter;
-    std::vector<std::unique_ptr<BlockRunner>> runners(reference ? 0 : workers);
-    std::vector<std::unique_ptr<ReferenceBlockRunner>> reference_runners(reference ? workers : 0);
+    shared.code = m_jit.for_launch(m_code, mode, blocks * b.count());
+    out.path = shared.code ? ExecPath::compiled : ExecPath::interpreter;
+    std::vector<std::unique_ptr<BlockRunner>> runners(workers);
     std::mutex merge;
+    std::vector<std::pair<uint64_t, std::vector<DevicePrint>>> prints; // by block
     uint64_t fail_block = UINT64_MAX;
     BlockResult failure;
     const BlockOrder order(blocks, r.schedule_seed);
@@ -263,12 +266,7 @@ public:
       const uint64_t i = order.at(position);
       if (shared.abort.load(std::memory_order_relaxed)) return;
       try {
-        if (reference) {
-          if (!reference_runners[w])
-            reference_runners[w] = std::make_unique<ReferenceBlockRunner>(shared);
-        } else if (!runners[w]) {
-          runners[w] = std::make_unique<BlockRunner>(shared);
-        }
+        if (!runners[w]) runners[w] = std::make_unique<BlockRunner>(shared);
       } catch (const std::bad_alloc&) {
         std::lock_guard lock(merge);
         if (i < fail_block) {
@@ -279,7 +277,7 @@ public:
         shared.abort = true;
         return;
       }
-      BlockResult br = reference ? reference_runners[w]->run(i) : runners[w]->run(i);
+      BlockResult br = runners[w]->run(i);
       std::lock_guard lock(merge);
       if (br.status) {
         if (i < fail_block) {
@@ -295,6 +293,8 @@ public:
       out.thread_instructions += br.thread_instructions;
       out.memory_sectors += br.memory_sectors;
       out.compiled_warp_instructions += br.compiled_warp_instructions;
+      out.prints_dropped += br.prints_dropped;
+      if (!br.prints.empty()) prints.emplace_back(i, std::move(br.prints));
     };
     if (r.cooperative) {
       std::vector<std::thread> threads;
@@ -318,6 +318,11 @@ public:
       out.status = failure.status;
       out.message = failure.message;
     }
+    // printf records in block order, as a GPU whose blocks ran one after another would give them
+    std::sort(prints.begin(), prints.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [block, records] : prints)
+      for (auto& p : records) out.prints.push_back(std::move(p));
     if (out.path == ExecPath::interpreter) m_jit.interpreted(out.thread_instructions);
     const cost::Breakdown m = model.finish(registers, from_ptxas);
     out.modeled_ns = cost::cycles_to_ns(m.total_cycles);

@@ -114,6 +114,9 @@ struct Capture {
   bool invalidated = false;
   bool into_existing = false; // cuStreamBeginCaptureToGraph: the graph is the caller's
   std::set<Handle> streams;   // every stream that takes part, the origin included
+  // What streams destroyed while they took part did last: like a live joined stream's, it must be
+  // joined back into the origin by the end of the capture.
+  std::vector<CUgraphNode> departed;
 };
 
 // Every graph, node, exec and capture. Lock Registry::mutex around any access.

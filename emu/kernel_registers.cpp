@@ -1,5 +1,7 @@
 #include "emu/kernel_registers.hpp"
 
+#include "ptx/retarget.hpp"
+
 #include <fcntl.h>
 #include <pwd.h>
 #include <spawn.h>
@@ -14,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -158,15 +161,17 @@ struct TempFile {
 
 } // namespace
 
-ModuleRegisters kernel_registers(std::string_view ptx, const CompileOptions& options) {
-  ModuleRegisters out;
-  const std::string ptxas = ptxas_path();
-  std::vector<std::string> args = {ptxas, "-arch=sm_90", "-v", "-o", "/dev/null"};
-  if (options.max_registers) args.push_back("-maxrregcount=" + std::to_string(options.max_registers));
-  if (options.threads_per_block) args.push_back("-maxntid=" + std::to_string(options.threads_per_block));
-  const std::string cached = cache_file(ptxas, args, ptx);
-  if (!cached.empty() && read_cached(cached, out)) return out;
-  out = {};
+namespace {
+
+struct PtxasRun {
+  std::string report; // what it wrote to stdout and stderr
+  bool exited_ok = false;
+  std::string error;  // it could not be run at all
+};
+
+// ptxas `args` on a temporary file holding `ptx`.
+PtxasRun run_ptxas(const std::string& ptxas, std::vector<std::string> args, std::string_view ptx) {
+  PtxasRun out;
   const char* dir = std::getenv("TMPDIR");
   TempFile file;
   std::string tmpl = std::string(dir && *dir ? dir : "/tmp") + "/hone-emu-XXXXXX.ptx";
@@ -215,11 +220,10 @@ ModuleRegisters kernel_registers(std::string_view ptx, const CompileOptions& opt
     out.error = "cannot run " + ptxas + ": " + std::strerror(rc);
     return out;
   }
-  std::string report;
   char buf[4096];
   while (true) {
     ssize_t n = read(pipefd[0], buf, sizeof buf);
-    if (n > 0) report.append(buf, size_t(n));
+    if (n > 0) out.report.append(buf, size_t(n));
     else if (n < 0 && errno == EINTR) continue;
     else break;
   }
@@ -227,11 +231,58 @@ ModuleRegisters kernel_registers(std::string_view ptx, const CompileOptions& opt
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  parse(report, out);
-  const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  if (!out.by_kernel.empty() && exited_ok && !cached.empty()) write_cached(cached, report);
+  out.exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return out;
+}
+
+// The newest PTX ISA version ptxas said it knows, when it refused the module's `.version` as
+// newer: "Unsupported .version 9.1; current version is '9.0'" (CUDA 13.0's ptxas on CUDA 13.1's
+// PTX).
+std::optional<std::pair<uint32_t, uint32_t>> refused_version(const std::string& report) {
+  if (report.find("Unsupported .version") == std::string::npos) return std::nullopt;
+  const std::string key = "current version is '";
+  const auto at = report.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  unsigned major = 0, minor = 0;
+  if (std::sscanf(report.c_str() + at + key.size(), "%u.%u'", &major, &minor) != 2) return std::nullopt;
+  return std::pair(uint32_t(major), uint32_t(minor));
+}
+
+} // namespace
+
+ModuleRegisters kernel_registers(std::string_view ptx, const CompileOptions& options) {
+  ModuleRegisters out;
+  const std::string ptxas = ptxas_path();
+  std::vector<std::string> args = {ptxas, "-arch=sm_90", "-v", "-o", "/dev/null"};
+  if (options.max_registers) args.push_back("-maxrregcount=" + std::to_string(options.max_registers));
+  if (options.threads_per_block) args.push_back("-maxntid=" + std::to_string(options.threads_per_block));
+  const std::string cached = cache_file(ptxas, args, ptx);
+  if (!cached.empty() && read_cached(cached, out)) return out;
+  out = {};
+  PtxasRun run = run_ptxas(ptxas, args, ptx);
+  if (!run.error.empty()) {
+    out.error = run.error;
+    return out;
+  }
+  // PTX newer than this ptxas (`.version` 9.1 from CUDA 13.1 for CUDA 13.0's ptxas): the same text
+  // declaring the newest version it knows, as ptx::retarget lowers it. When the module uses
+  // nothing newer, that is the register allocation the newer ptxas would make too, within what
+  // two toolkits' allocators differ by; when it does, ptxas refuses the line and the count stays
+  // assumed.
+  if (auto known = refused_version(run.report)) {
+    if (auto lowered = ptx::lower_version(ptx, known->first, known->second)) {
+      PtxasRun again = run_ptxas(ptxas, args, *lowered);
+      if (again.error.empty()) {
+        out.lowered_version = std::to_string(known->first) + "." + std::to_string(known->second);
+        run = std::move(again);
+      }
+    }
+  }
+  parse(run.report, out);
+  if (!out.by_kernel.empty() && run.exited_ok && !cached.empty()) write_cached(cached, run.report);
   if (out.by_kernel.empty()) {
-    std::string first = report.substr(0, report.find('\n'));
+    std::string first = run.report.substr(0, run.report.find('\n'));
+    if (!out.lowered_version.empty()) first += " (with .version lowered to " + out.lowered_version + ")";
     out.error = ptxas + " reported no registers" + (first.empty() ? "" : ": " + first);
   }
   return out;

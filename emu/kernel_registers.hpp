@@ -18,6 +18,8 @@ namespace hone::emu {
 struct ModuleRegisters {
   std::map<std::string, uint32_t, std::less<>> by_kernel; // entry name -> registers per thread
   std::string error; // why there are none: no ptxas, or ptxas rejected the module
+  // "9.0" when ptxas refused the module's newer `.version` and compiled it declaring this one
+  std::string lowered_version;
 };
 
 // Compiles `ptx` for sm_90 and reads the registers of every entry. Never throws. The ptxas run is

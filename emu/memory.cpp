@@ -170,6 +170,33 @@ std::optional<Allocation> Memory::find(uint64_t addr) const {
   return it->second;
 }
 
+bool Memory::covers(uint64_t addr, uint64_t len, bool writable) const {
+  if (len == 0 || addr + len < addr) return false;
+  std::lock_guard lock(m_mutex);
+  auto it = m_allocs.upper_bound(addr);
+  if (it == m_allocs.begin()) return false;
+  --it;
+  const Allocation* a = &it->second;
+  if (addr >= a->base + std::max<uint64_t>(a->size, 1)) return false;
+  if (a->contains(addr, len)) return !(writable && a->read_only);
+  if (a->kind != AllocKind::mapped) return false;
+  // The reservation the first mapping lies in: the others must lie in it too.
+  auto r = m_reservations.upper_bound(a->base);
+  if (r == m_reservations.begin()) return false;
+  --r;
+  const uint64_t reservation_end = r->first + r->second.size;
+  const uint64_t end = addr + len;
+  while (true) {
+    if (writable && a->read_only) return false;
+    if (a->end() >= end) return true;
+    auto next = m_allocs.find(a->end());
+    if (next == m_allocs.end() || next->second.kind != AllocKind::mapped ||
+        next->second.end() > reservation_end)
+      return false;
+    a = &next->second;
+  }
+}
+
 std::shared_ptr<const AllocationTable> Memory::snapshot() const {
   std::lock_guard lock(m_mutex);
   if (!m_snapshot) {

@@ -83,6 +83,11 @@ public:
   void release_owner(const void* owner);
   // The allocation holding `addr`.
   std::optional<Allocation> find(uint64_t addr) const;
+  // Whether every byte of [addr, addr + len) (len > 0) is device-accessible memory, writable
+  // when `writable`: inside one allocation, or inside mappings with access granted that follow
+  // each other without a gap in one reservation (a GPU's copy engines see a virtual range; a pool
+  // that maps one reservation piece by piece hands out buffers that straddle two mappings).
+  bool covers(uint64_t addr, uint64_t len, bool writable) const;
   // The table as of now, for a launch.
   std::shared_ptr<const AllocationTable> snapshot() const;
   uint64_t used_bytes() const;

@@ -84,6 +84,9 @@ struct LaunchRequest {
   // runs at once, on a host thread of its own, and the kernel finds the workspace of grid-wide
   // barriers (cg::this_grid().sync()) where cooperative groups looks for it.
   bool cooperative = false;
+  // The printf FIFO bytes left (CU_LIMIT_PRINTF_FIFO_SIZE less what is buffered): no block keeps
+  // records beyond it.
+  uint64_t print_fifo_bytes = 0;
 };
 
 // Where a launch's modeled time goes (emu/README.md, "Cost model: kernels"): the terms the model
@@ -105,7 +108,13 @@ struct ModeledCost {
   std::string bound;               // the largest term: "issue", "latency", "L1", "L2" or "DRAM"
 };
 
-enum class ExecPath : uint8_t { interpreter, reference, compiled };
+enum class ExecPath : uint8_t { interpreter, compiled };
+
+// One device printf record (emu/exec_printf.hpp) as it reaches the printf FIFO.
+struct DevicePrint {
+  std::string text;        // what the host prints for it
+  uint32_t fifo_bytes = 0; // what it takes of CU_LIMIT_PRINTF_FIFO_SIZE
+};
 
 struct LaunchOutcome {
   int status = 0;           // a CUresult: 0, or the error the launch ended with
@@ -115,10 +124,14 @@ struct LaunchOutcome {
   uint64_t thread_instructions = 0;
   uint64_t memory_sectors = 0;
   ModeledCost cost;
-  // Which path executed it (emu/exec_jit.hpp): the interpreter, its reference path, or the
+  // Which path executed it (emu/exec_jit.hpp): the interpreter, or the
   // kernel's compiled code (with the interpreter for what that code leaves to it).
   ExecPath path = ExecPath::interpreter;
   uint64_t compiled_warp_instructions = 0; // of warp_instructions, those compiled code executed
+  // Device printf records in block order, each block's in the order its threads made them (the
+  // driver keeps what its FIFO holds); calls whose records were not kept.
+  std::vector<DevicePrint> prints;
+  uint64_t prints_dropped = 0;
 };
 
 class Program;

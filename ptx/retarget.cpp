@@ -472,7 +472,38 @@ std::string version_text(uint32_t major, uint32_t minor) {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
+// The (major, minor) a `.version` operand such as "9.1" names.
+std::optional<std::pair<uint32_t, uint32_t>> read_version(std::string_view v) {
+  const auto dot = v.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot + 1 == v.size()) return std::nullopt;
+  uint32_t major = 0, minor = 0;
+  for (char c : v.substr(0, dot)) {
+    if (!is_digit(c) || major > 1000) return std::nullopt;
+    major = major * 10 + uint32_t(c - '0');
+  }
+  for (char c : v.substr(dot + 1)) {
+    if (!is_digit(c) || minor > 1000) return std::nullopt;
+    minor = minor * 10 + uint32_t(c - '0');
+  }
+  return std::pair(major, minor);
+}
+
 } // namespace
+
+Result<std::string> lower_version(std::string_view ptx_text, uint32_t major, uint32_t minor) {
+  auto header = scan_header(ptx_text);
+  if (!header) return make_error("lower_version: the module does not start with a .version directive");
+  const auto text = ptx_text.substr(header->version_at, header->version_end - header->version_at);
+  const auto declared = read_version(text);
+  if (!declared) return make_error("lower_version: unreadable .version " + std::string(text));
+  if (*declared <= std::pair(major, minor)) {
+    return make_error("lower_version: the module declares .version " + std::string(text) +
+                      ", not newer than " + version_text(major, minor));
+  }
+  std::string out(ptx_text);
+  out.replace(header->version_at, text.size(), version_text(major, minor));
+  return out;
+}
 
 Result<RetargetResult> retarget(std::string_view ptx_text, uint32_t arch) {
   if (arch != 90) {

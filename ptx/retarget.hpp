@@ -37,4 +37,11 @@ struct RetargetResult {
 // 12) needs sm_100a; sm_90 has no tcgen05 ..."; the first one found is reported).
 Result<RetargetResult> retarget(std::string_view ptx_text, uint32_t arch = 90);
 
+// `ptx_text` declaring `.version major.minor` instead of the newer version it declares, every
+// other byte as it was: for an assembler that knows only ISA versions up to that one (CUDA 13.1
+// writes 9.1, CUDA 13.0's ptxas refuses it). Whether the instructions exist in the older version
+// is for the assembler to say: a module that uses something newer fails there, with its line.
+// Errors: no `.version` directive at the start, or the module's version is not newer.
+Result<std::string> lower_version(std::string_view ptx_text, uint32_t major, uint32_t minor);
+
 } // namespace hone::ptx

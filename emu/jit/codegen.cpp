@@ -149,12 +149,22 @@ void Gen::emit_instruction(uint32_t pc) {
                                                                    : in.src[1];
     llvm::Value* first = B.CreateAnd(B.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, exec, B.getFalse()),
                                      B.getInt32(31));
-    llvm::Value* need = B.CreateAnd(B.CreateTrunc(B.CreateExtractElement(src(ms), first), i32), alive);
+    llvm::Value* masks = narrow(src(ms), 32);
+    llvm::Value* member_mask = B.CreateExtractElement(masks, first);
+    llvm::Value* need = B.CreateAnd(member_mask, alive);
     llvm::Value* missing = B.CreateICmpNE(B.CreateAnd(need, B.CreateNot(exec)), B.getInt32(0));
     // lanes of the warp that wait (at a barrier, or at this instruction already) are the
     // interpreter's to count
     llvm::Value* waits = B.CreateICmpNE(waiting, B.getInt32(0));
-    exit_if(B.CreateOr(waits, B.CreateAnd(B.CreateICmpNE(exec, B.getInt32(0)), missing)), pc);
+    llvm::Value* leave = B.CreateOr(waits, B.CreateAnd(B.CreateICmpNE(exec, B.getInt32(0)), missing));
+    if (ms.kind == Src::Kind::reg) {
+      // lanes naming different membermasks (a labeled partition) run in groups: the
+      // interpreter's (sync_arrive, for_groups)
+      llvm::Value* differ = B.CreateICmpNE(masks, B.CreateVectorSplat(k_lanes, member_mask));
+      leave = B.CreateOr(leave, B.CreateICmpNE(B.CreateAnd(B.CreateBitCast(differ, i32), exec),
+                                               B.getInt32(0)));
+    }
+    exit_if(leave, pc);
   }
   const Deps d = deps_of(k, in);
   count(in, exec);

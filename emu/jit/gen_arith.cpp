@@ -459,14 +459,15 @@ void Gen::emit_inline(const Insn& in, llvm::Value* mask) {
   }
   case XOp::cvta:
   case XOp::cvta_to: {
-    // exec_convert: to a window (a null pointer stays null), or out of it
+    // exec_convert: into a window (offset 0 included: it is the first variable's address), or
+    // out of it
     static constexpr uint64_t windows[4] = {0, k_shared_window, k_local_window, k_param_window};
     const uint64_t win = windows[in.mode];
     const bool narrow32 = in.type == PType::u32 || in.type == PType::b32;
     llvm::Value* a = src(in.src[0]);
     llvm::Value* r = a;
     if (win && in.op == XOp::cvta) {
-      r = B.CreateSelect(B.CreateICmpEQ(a, splat(0)), splat(0), B.CreateAdd(a, splat(win)));
+      r = B.CreateAdd(a, splat(win));
     } else if (win) {
       llvm::Value* inside = B.CreateICmpEQ(B.CreateAnd(a, splat(~(k_window_size - 1))), splat(win));
       r = B.CreateSelect(inside, B.CreateSub(a, splat(win)), a);

@@ -3,7 +3,8 @@
 
 namespace hone::emu::jit {
 
-// The warp-level forms of exec_warp(), for a converged warp whose lanes in `exec` all arrived.
+// The warp-level forms of exec_warp(), for a converged warp whose lanes in `exec` all arrived, all
+// naming the same membermask (emit_instruction() leaves other cases to the interpreter).
 void Gen::emit_warp(const Insn& in, llvm::Value* exec, llvm::Value* mask) {
   auto splat32 = [&](llvm::Value* v) { return B.CreateVectorSplat(k_lanes, v); };
   auto c32 = [&](uint32_t v) {
@@ -14,6 +15,12 @@ void Gen::emit_warp(const Insn& in, llvm::Value* exec, llvm::Value* mask) {
   auto first_lane = [&] {
     return B.CreateAnd(B.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, exec, B.getFalse()),
                        B.getInt32(31));
+  };
+  // the lanes each lane's vote, match, reduction or election is over: its membermask's lanes
+  // among those executing (exec_warp's for_groups)
+  auto group_of = [&] {
+    const Src& ms = in.op == XOp::elect ? in.src[0] : in.src[1];
+    return B.CreateAnd(exec, B.CreateExtractElement(narrow(src(ms), 32), first_lane()));
   };
   switch (in.op) {
   case XOp::activemask:
@@ -69,13 +76,14 @@ void Gen::emit_warp(const Insn& in, llvm::Value* exec, llvm::Value* mask) {
     return;
   }
   case XOp::vote: {
-    llvm::Value* ballot = B.CreateAnd(bits_of(B.CreateICmpNE(src(in.src[0]), splat(0))), exec);
+    llvm::Value* group = group_of();
+    llvm::Value* ballot = B.CreateAnd(bits_of(B.CreateICmpNE(src(in.src[0]), splat(0))), group);
     llvm::Value* r = nullptr;
     switch (in.mode) {
-    case k_vote_all: r = B.CreateZExt(B.CreateICmpEQ(ballot, exec), i64); break;
+    case k_vote_all: r = B.CreateZExt(B.CreateICmpEQ(ballot, group), i64); break;
     case k_vote_any: r = B.CreateZExt(B.CreateICmpNE(ballot, B.getInt32(0)), i64); break;
     case k_vote_uni:
-      r = B.CreateZExt(B.CreateOr(B.CreateICmpEQ(ballot, B.getInt32(0)), B.CreateICmpEQ(ballot, exec)), i64);
+      r = B.CreateZExt(B.CreateOr(B.CreateICmpEQ(ballot, B.getInt32(0)), B.CreateICmpEQ(ballot, group)), i64);
       break;
     default: r = B.CreateZExt(ballot, i64); break;
     }
@@ -101,31 +109,38 @@ void Gen::emit_warp(const Insn& in, llvm::Value* exec, llvm::Value* mask) {
       break;
     default: break;
     }
-    llvm::Value* acc = B.CreateUnaryIntrinsic(id, B.CreateSelect(mask, v, c32(identity)));
+    llvm::Value* group = group_of();
+    llvm::Value* acc = B.CreateUnaryIntrinsic(id, B.CreateSelect(mask_of(group), v, c32(identity)));
+    // an empty group (a membermask without the lane itself: undefined) gives 0, as exec_warp
+    acc = B.CreateSelect(B.CreateICmpEQ(group, B.getInt32(0)), B.getInt32(0), acc);
     write(in.dst[0], B.CreateVectorSplat(k_lanes, B.CreateZExt(acc, i64)), mask);
     return;
   }
   case XOp::match: {
     llvm::Value* vals = src(in.src[0]);
+    llvm::Value* group = group_of();
     if (in.mode == 0) {
-      // .any: each lane, the lanes of exec holding its value
+      // .any: each lane, the lanes of its group holding its value
       llvm::Value* out = splat(0);
       for (uint32_t l = 0; l < k_lanes; ++l) {
         llvm::Value* same = bits_of(B.CreateICmpEQ(vals, B.CreateVectorSplat(k_lanes, B.CreateExtractElement(vals, l))));
-        out = B.CreateInsertElement(out, B.CreateZExt(B.CreateAnd(same, exec), i64), l);
+        out = B.CreateInsertElement(out, B.CreateZExt(B.CreateAnd(same, group), i64), l);
       }
       write(in.dst[0], out, mask);
     } else {
-      llvm::Value* first = B.CreateVectorSplat(k_lanes, B.CreateExtractElement(vals, first_lane()));
-      llvm::Value* differ = B.CreateAnd(bits_of(B.CreateICmpNE(vals, first)), exec);
+      // the group's first lane (none when the group is empty: then all of nothing agree)
+      llvm::Value* lead = B.CreateAnd(B.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, group, B.getFalse()),
+                                      B.getInt32(31));
+      llvm::Value* first = B.CreateVectorSplat(k_lanes, B.CreateExtractElement(vals, lead));
+      llvm::Value* differ = B.CreateAnd(bits_of(B.CreateICmpNE(vals, first)), group);
       llvm::Value* all = B.CreateICmpEQ(differ, B.getInt32(0));
-      write(in.dst[0], B.CreateVectorSplat(k_lanes, B.CreateZExt(B.CreateSelect(all, exec, B.getInt32(0)), i64)), mask);
+      write(in.dst[0], B.CreateVectorSplat(k_lanes, B.CreateZExt(B.CreateSelect(all, group, B.getInt32(0)), i64)), mask);
       if (in.ndst == 2) write(in.dst[1], B.CreateVectorSplat(k_lanes, B.CreateZExt(all, i64)), mask);
     }
     return;
   }
   case XOp::elect: {
-    llvm::Value* members = B.CreateAnd(exec, B.CreateTrunc(B.CreateExtractElement(src(in.src[0]), first_lane()), i32));
+    llvm::Value* members = group_of();
     llvm::Value* none = B.CreateICmpEQ(members, B.getInt32(0));
     llvm::Value* leader = B.CreateSelect(none, B.getInt32(0),
                                          B.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, members, B.getFalse()));

@@ -43,9 +43,8 @@ __global__ void reduce_block(const int* in, int n, BlockResult* out, int* total)
   int h = v;
   for (int offset = warp.size() / 2; offset > 0; offset /= 2) h += warp.shfl_down(h, offset);
 
-  // The 8-thread tiles combine their flags with shuffles inside the tile. (Their any/all/ballot
-  // would do it in one step, but the emulated device runs a converged warp's vote/redux/match
-  // with one membermask for all lanes: each 8-lane tile would see the whole warp.)
+  // The 8-thread tiles combine their flags with shuffles inside the tile (partitions.cu does it
+  // with any/all/ballot, one membermask per partition).
   cg::thread_group eight = cg::tiled_partition(block, 8);
   cg::thread_block_tile<8> eight_static = cg::tiled_partition<8>(block);
   int any_negative = v < 0, all_even = v % 2 == 0;

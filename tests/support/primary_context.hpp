@@ -1,12 +1,12 @@
-// The device's primary context, retained once per test process and made current on the calling
-// thread: what tests that drive the emulated driver directly share.
+// The emulated device's primary context, made current on the calling thread: what tests that
+// launch hand-written kernels through the driver API share. cuInit and the retain happen once per
+// process; the status of that first attempt is returned ever after.
 #pragma once
 
 #include <cuda.h>
 
 namespace hone::test {
 
-// cuInit, then the primary context of device 0 current here; the first failure is returned.
 inline CUresult use_primary_context() {
   static CUcontext ctx = nullptr;
   static CUresult status = [] {

@@ -208,6 +208,33 @@ TEST_F(CostModel, RegistersComeFromPtxas) {
   EXPECT_GT(limited_regs, 0);
 }
 
+// PTX newer than the toolkit's ptxas (CUDA 13.1 writes .version 9.1; CUDA 13.0's ptxas refuses it
+// with "current version is '9.0'") still gets ptxas's counts: the module is compiled again
+// declaring the newest version ptxas knows. The same kernel as `.version 9.1` gets what it gets as
+// the version NVRTC wrote, not the 32 registers assumed without a count.
+TEST_F(CostModel, PtxNewerThanPtxasStillGetsItsRegisters) {
+  auto out = hone::cuda::nvrtc_compile(k_source, "cost_model.cu", {"--gpu-architecture=compute_90"});
+  ASSERT_TRUE(out) << out.error().message;
+  std::string ptx = out->ptx;
+  const auto at = ptx.find(".version ");
+  ASSERT_NE(at, std::string::npos);
+  const auto end = ptx.find('\n', at);
+  ptx.replace(at, end - at, ".version 9.1");
+  // ptxas itself, not a report a cache kept from another run
+  ASSERT_EQ(setenv("HONE_EMU_CACHE_DIR", "off", 1), 0);
+  CUmodule newer = nullptr;
+  ASSERT_EQ(cuModuleLoadData(&newer, ptx.c_str()), CUDA_SUCCESS);
+  CUfunction f = nullptr;
+  ASSERT_EQ(cuModuleGetFunction(&f, newer, "wide"), CUDA_SUCCESS);
+  int newer_regs = 0, regs = 0;
+  ASSERT_EQ(cuFuncGetAttribute(&newer_regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f), CUDA_SUCCESS);
+  ASSERT_EQ(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn("wide")), CUDA_SUCCESS);
+  EXPECT_EQ(newer_regs, regs);
+  EXPECT_GT(newer_regs, 64); // not the 32 assumed without ptxas
+  unsetenv("HONE_EMU_CACHE_DIR");
+  cuModuleUnload(newer);
+}
+
 TEST_F(CostModel, TheScheduleNeverChangesTheTime) {
   CUfunction f = fn("chase");
   const unsigned grid = 264, block = 256;

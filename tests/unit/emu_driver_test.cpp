@@ -2185,7 +2185,7 @@ TEST_F(Driver, TheFillSeedFillsWhatAKernelNeverWrote) {
   EXPECT_LT(taken, k_threads);
 
   // Every execution path fills the same bytes.
-  for (const char* path : {"reference", "interpret", "compile"}) {
+  for (const char* path : {"interpret", "compile"}) {
     EXPECT_EQ(run("1", path), one) << path;
     EXPECT_EQ(run("2", path), two) << path;
     EXPECT_EQ(run(nullptr, path), today) << path;

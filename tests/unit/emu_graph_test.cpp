@@ -481,6 +481,88 @@ TEST_F(Graphs, UpdateCaptureDependenciesAndCapturedAllocations) {
   CU_OK(cuGraphDestroy(g));
 }
 
+// Graph memory nodes as NVIDIA's graphMemoryNodes sample makes them, through the driver API:
+// cuMemAllocAsync on the capturing stream, a second stream created inside the capture, forked
+// from it, joined back and destroyed before the capture ends, cuMemFreeAsync on both; launched
+// several times; then the allocation kept past the graph and freed outside it, and the relaunch
+// rules for a live allocation (refused, or freed first under AUTO_FREE_ON_LAUNCH).
+TEST_F(Graphs, MemoryNodesFromACaptureWithAForkedStreamDestroyedInside) {
+  CUevent fork = nullptr, join = nullptr;
+  CU_OK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+  CU_OK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+  CU_OK(cuStreamBeginCapture(m_s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUstream s2 = nullptr;
+  CU_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr a = 0, b = 0;
+  CU_OK(cuMemAllocAsync(&a, k_n * 4, m_s));
+  CU_OK(cuMemAllocAsync(&b, k_n * 4, m_s));
+  CU_OK(cuMemsetD32Async(a, 5, k_n, m_s));
+  CU_OK(cuEventRecord(fork, m_s));
+  CU_OK(cuStreamWaitEvent(s2, fork, 0));
+  CU_OK(cuMemcpyDtoDAsync(b, a, k_n * 4, s2)); // b = 5
+  CU_OK(add(s2, b, 2));                         // b = 7
+  CU_OK(cuMemFreeAsync(a, s2));
+  CU_OK(cuEventRecord(join, s2));
+  CU_OK(cuStreamWaitEvent(m_s, join, 0));
+  CU_OK(cuStreamDestroy(s2)); // its work is joined back: the capture goes on
+  CU_OK(cuMemcpyDtoDAsync(m_d, b, k_n * 4, m_s));
+  CU_OK(cuMemFreeAsync(b, m_s));
+  CUgraph g = nullptr;
+  CU_OK(cuStreamEndCapture(m_s, &g));
+  ASSERT_NE(g, nullptr);
+  CUgraphExec exec = nullptr;
+  CU_OK(cuGraphInstantiate(&exec, g, 0));
+  for (int i = 0; i < 3; ++i) {
+    CU_OK(cuMemsetD32(m_d, 0, k_n));
+    CU_OK(cuGraphLaunch(exec, m_s));
+    CU_OK(cuStreamSynchronize(m_s));
+    EXPECT_TRUE(all(read(m_d), 7)) << "launch " << i;
+  }
+  CU_OK(cuGraphExecDestroy(exec));
+  CU_OK(cuGraphDestroy(g));
+
+  // A forked stream destroyed with its last work not joined back: the capture fails unjoined.
+  CU_OK(cuStreamBeginCapture(m_s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CU_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  CU_OK(add(m_s, m_d, 1));
+  CU_OK(cuEventRecord(fork, m_s));
+  CU_OK(cuStreamWaitEvent(s2, fork, 0));
+  CU_OK(add(s2, m_d, 1));
+  CU_OK(cuStreamDestroy(s2));
+  g = reinterpret_cast<CUgraph>(1);
+  CU_IS(CUDA_ERROR_STREAM_CAPTURE_UNJOINED, cuStreamEndCapture(m_s, &g));
+  EXPECT_EQ(g, nullptr);
+
+  // An allocation the graph leaves live: used and freed outside it.
+  CU_OK(cuStreamBeginCapture(m_s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUdeviceptr kept = 0;
+  CU_OK(cuMemAllocAsync(&kept, k_n * 4, m_s));
+  CU_OK(cuMemsetD32Async(kept, 1, k_n, m_s));
+  CU_OK(cuStreamEndCapture(m_s, &g));
+  CU_OK(cuGraphInstantiate(&exec, g, 0));
+  CU_OK(cuGraphLaunch(exec, m_s));
+  CU_OK(add(m_s, kept, 1));
+  CU_OK(cuStreamSynchronize(m_s));
+  EXPECT_TRUE(all(read(kept), 2));
+  CU_IS(CUDA_ERROR_INVALID_VALUE, cuGraphLaunch(exec, m_s)); // still live
+  CU_OK(cuMemFreeAsync(kept, m_s));
+  CU_OK(cuGraphLaunch(exec, m_s)); // freed: allocated again, at the same address
+  CU_OK(cuStreamSynchronize(m_s));
+  EXPECT_TRUE(all(read(kept), 1));
+  CU_OK(cuMemFree(kept));
+  CU_IS(CUDA_ERROR_INVALID_VALUE, cuMemFreeAsync(kept, m_s)); // freed twice
+  CUgraphExec auto_free = nullptr;
+  CU_OK(cuGraphInstantiateWithFlags(&auto_free, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+  for (int i = 0; i < 3; ++i) CU_OK(cuGraphLaunch(auto_free, m_s));
+  CU_OK(cuStreamSynchronize(m_s));
+  EXPECT_TRUE(all(read(kept), 1));
+  CU_OK(cuMemFreeAsync(kept, m_s));
+  CU_OK(cuStreamSynchronize(m_s));
+  CU_OK(cuGraphExecDestroy(auto_free));
+  CU_OK(cuGraphExecDestroy(exec));
+  CU_OK(cuGraphDestroy(g));
+}
+
 // --- explicit graphs ----------------------------------------------------------------------------
 
 struct HostLog {

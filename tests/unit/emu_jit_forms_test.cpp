@@ -168,7 +168,7 @@ std::string kernel(const Form& f, bool predicated) {
   put("{b}", "%b");
   put("{c}", "%c");
   // {p}: a global address in the table, {s}: a shared one, {l}: a local one, each 8-byte
-  // aligned at 8 + (in[i].a & 63) * 8 (never 0: cvta keeps a null pointer null), so that lanes
+  // aligned at 8 + (in[i].a & 63) * 8, so that lanes
   // meet at the same words
   put("{p}", "%tab");
   put("{s}", "%shp");

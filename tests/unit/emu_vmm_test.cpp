@@ -667,6 +667,173 @@ TEST_F(Vmm, DestroyingTheContextFreesWhatItHolds) {
   EXPECT_EQ(spare, q);
 }
 
+// Two physical allocations mapped one after the other in one reservation, each granted access on
+// its own: how llama.cpp's VMM pool grows, handing out buffers that straddle two mappings.
+struct TwoMappings {
+  CUdeviceptr base = 0; // the reservation: 3 granules, the third left unmapped
+  CUmemGenericAllocationHandle h1 = 0, h2 = 0;
+  CUdeviceptr seam() const { return base + k_gran; }
+};
+
+TwoMappings map_two(CUmemAccess_flags second = CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+  TwoMappings t;
+  CUmemAllocationProp prop = device_prop();
+  EXPECT_EQ(CUDA_SUCCESS, cuMemAddressReserve(&t.base, 3 * k_gran, 0, 0, 0));
+  EXPECT_EQ(CUDA_SUCCESS, cuMemCreate(&t.h1, k_gran, &prop, 0));
+  EXPECT_EQ(CUDA_SUCCESS, cuMemCreate(&t.h2, k_gran, &prop, 0));
+  EXPECT_EQ(CUDA_SUCCESS, cuMemMap(t.base, k_gran, 0, t.h1, 0));
+  EXPECT_EQ(CUDA_SUCCESS, cuMemMap(t.base + k_gran, k_gran, 0, t.h2, 0));
+  EXPECT_EQ(CUDA_SUCCESS, set_access(t.base, k_gran, CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
+  if (second != CU_MEM_ACCESS_FLAGS_PROT_NONE) {
+    EXPECT_EQ(CUDA_SUCCESS, set_access(t.base + k_gran, k_gran, second));
+  }
+  return t;
+}
+
+TEST_F(Vmm, CopiesAndMemsetsSpanAdjacentMappingsOfOneReservation) {
+  TwoMappings t = map_two();
+  const CUdeviceptr straddle = t.seam() - 512; // 1 KiB: half in each mapping
+  std::vector<uint32_t> host(256), back(256);
+  for (uint32_t i = 0; i < host.size(); ++i) host[i] = 0x1000 + i;
+  CU_OK(cuMemcpyHtoD(straddle, host.data(), 1024));
+  CU_OK(cuMemcpyDtoH(back.data(), straddle, 1024));
+  EXPECT_EQ(host, back);
+  // Each half landed in its own physical allocation: read them through a mapping of each alone.
+  CUdeviceptr r2 = 0;
+  CU_OK(cuMemAddressReserve(&r2, k_gran, 0, 0, 0));
+  CU_OK(cuMemMap(r2, k_gran, 0, t.h2, 0));
+  CU_OK(set_access(r2, k_gran, CU_MEM_ACCESS_FLAGS_PROT_READ));
+  uint32_t first_of_h2 = 0;
+  CU_OK(cuMemcpyDtoH(&first_of_h2, r2, 4));
+  EXPECT_EQ(0x1000u + 128, first_of_h2);
+
+  // Memsets of every width, synchronous and stream-ordered.
+  CUstream stream = nullptr;
+  CU_OK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CU_OK(cuMemsetD32(straddle, 0x5a5a5a5a, 256));
+  CU_OK(cuMemcpyDtoH(back.data(), straddle, 1024));
+  EXPECT_EQ(std::vector<uint32_t>(256, 0x5a5a5a5a), back);
+  CU_OK(cuMemsetD16Async(straddle, 0x1234, 512, stream));
+  CU_OK(cuMemsetD8Async(straddle + 1000, 0x77, 24, stream));
+  CU_OK(cuStreamSynchronize(stream));
+  std::vector<uint8_t> bytes(1024);
+  CU_OK(cuMemcpyDtoH(bytes.data(), straddle, 1024));
+  for (size_t i = 0; i < 1024; ++i) {
+    const uint8_t want = i >= 1000 ? 0x77 : (i % 2 == 0 ? 0x34 : 0x12);
+    ASSERT_EQ(want, bytes[i]) << i;
+  }
+
+  // Device to device in both directions, async and unified (cuMemcpy), with a cuMemAlloc buffer.
+  CUdeviceptr plain = 0;
+  CU_OK(cuMemAlloc(&plain, 1024));
+  CU_OK(cuMemcpyHtoD(plain, host.data(), 1024));
+  CU_OK(cuMemcpyDtoDAsync(straddle, plain, 1024, stream));
+  CU_OK(cuStreamSynchronize(stream));
+  CU_OK(cuMemsetD32(plain, 0, 256));
+  CU_OK(cuMemcpy(plain, straddle, 1024));
+  CU_OK(cuMemcpyDtoH(back.data(), plain, 1024));
+  EXPECT_EQ(host, back);
+  CU_OK(cuMemcpyHtoDAsync(straddle, host.data(), 1024, stream));
+  CU_OK(cuMemcpyDtoHAsync(back.data(), straddle, 1024, stream));
+  CU_OK(cuStreamSynchronize(stream));
+  EXPECT_EQ(host, back);
+
+  // A 2D copy whose rows cross the seam.
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_HOST;
+  c.srcHost = host.data();
+  c.srcPitch = 64;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = t.seam() - 96;
+  c.dstPitch = 64;
+  c.WidthInBytes = 64;
+  c.Height = 3;
+  CU_OK(cuMemcpy2D(&c));
+  CU_OK(cuMemcpyDtoH(back.data(), t.seam() - 96, 192));
+  for (uint32_t i = 0; i < 48; ++i) ASSERT_EQ(host[i], back[i]) << i;
+
+  CU_OK(cuStreamDestroy(stream));
+  CU_OK(cuMemFree(plain));
+  CU_OK(cuMemUnmap(r2, k_gran));
+  CU_OK(cuMemAddressFree(r2, k_gran));
+}
+
+TEST_F(Vmm, ARangeWithAGapInaccessibleOrReadOnlyPartIsStillRefused) {
+  std::vector<uint32_t> host(256, 9), back(256);
+  // Past the second mapping: the third granule of the reservation is not mapped.
+  TwoMappings t = map_two();
+  const CUdeviceptr end = t.base + 2 * k_gran;
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuMemcpyHtoD(end - 512, host.data(), 1024));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuMemsetD32(end - 512, 0, 256));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuMemcpyDtoH(back.data(), end - 512, 1024));
+  // The second mapping without access.
+  TwoMappings none = map_two(CU_MEM_ACCESS_FLAGS_PROT_NONE);
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuMemcpyHtoD(none.seam() - 512, host.data(), 1024));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuMemcpyDtoH(back.data(), none.seam() - 512, 1024));
+  // Read-only: a source, never a destination.
+  TwoMappings ro = map_two(CU_MEM_ACCESS_FLAGS_PROT_READ);
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuMemcpyHtoD(ro.seam() - 512, host.data(), 1024));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuMemsetD8(ro.seam() - 512, 0, 1024));
+  CU_OK(cuMemcpyDtoH(back.data(), ro.seam() - 512, 1024));
+  // Two reservations that touch: adjacent addresses, but not one reserved range.
+  CUdeviceptr probe = 0;
+  CU_OK(cuMemAddressReserve(&probe, 2 * k_gran, 0, 0, 0));
+  CU_OK(cuMemAddressFree(probe, 2 * k_gran));
+  CUdeviceptr a = 0, b = 0;
+  CU_OK(cuMemAddressReserve(&a, k_gran, 0, probe, 0));
+  CU_OK(cuMemAddressReserve(&b, k_gran, 0, probe + k_gran, 0));
+  if (a == probe && b == probe + k_gran) {
+    CUmemAllocationProp prop = device_prop();
+    CUmemGenericAllocationHandle ha = 0, hb = 0;
+    CU_OK(cuMemCreate(&ha, k_gran, &prop, 0));
+    CU_OK(cuMemCreate(&hb, k_gran, &prop, 0));
+    CU_OK(cuMemMap(a, k_gran, 0, ha, 0));
+    CU_OK(cuMemMap(b, k_gran, 0, hb, 0));
+    CU_OK(set_access(a, k_gran, CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
+    CU_OK(set_access(b, k_gran, CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
+    EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuMemcpyHtoD(b - 512, host.data(), 1024));
+    CU_OK(cuMemcpyHtoD(b - 512, host.data(), 512)); // each side alone is fine
+  }
+}
+
+// One load never straddles two mappings (it is aligned to its size and mappings to 2 MiB), but a
+// warp's lanes can fall in two: each lane is checked on its own, on every execution path.
+TEST_F(Vmm, AWarpWhoseLanesFallInTwoMappingsRuns) {
+  TwoMappings t = map_two();
+  const char* saved = std::getenv("HONE_EMU_EXEC");
+  const std::string restore = saved ? saved : "";
+  for (const char* path : {"interpret", "compile", "reference"}) {
+    SCOPED_TRACE(path);
+    setenv("HONE_EMU_EXEC", path, 1); // read at every launch
+    // Lanes 0-15 read the first mapping, 16-31 the second.
+    const CUdeviceptr src = t.seam() - 64;
+    std::vector<uint32_t> host(32);
+    for (uint32_t i = 0; i < 32; ++i) host[i] = 7 * i + 1;
+    CU_OK(cuMemcpyHtoD(src, host.data(), 128));
+    CUdeviceptr out = 0;
+    CU_OK(cuMemAlloc(&out, 128));
+    void* copy_args[] = {const_cast<CUdeviceptr*>(&src), &out};
+    CU_OK(cuLaunchKernel(function("copy_u32"), 1, 1, 1, 32, 1, 1, 0, nullptr, copy_args, nullptr));
+    std::vector<uint32_t> back(32);
+    CU_OK(cuMemcpyDtoH(back.data(), out, 128));
+    EXPECT_EQ(host, back);
+    // 256 threads from 512 bytes before the seam: eight warps, one of them split.
+    unsigned n = 256;
+    CUdeviceptr p = t.seam() - 512;
+    std::vector<uint32_t> values(256);
+    for (uint32_t i = 0; i < 256; ++i) values[i] = i;
+    CU_OK(cuMemcpyHtoD(p, values.data(), 1024));
+    void* args[] = {&p, &n};
+    CU_OK(cuLaunchKernel(function("add_one"), 1, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr));
+    CU_OK(cuCtxSynchronize());
+    CU_OK(cuMemcpyDtoH(values.data(), p, 1024));
+    for (uint32_t i = 0; i < 256; ++i) ASSERT_EQ(i + 1, values[i]) << i;
+    CU_OK(cuMemFree(out));
+  }
+  if (saved) setenv("HONE_EMU_EXEC", restore.c_str(), 1);
+  else unsetenv("HONE_EMU_EXEC");
+}
+
 TEST_F(Vmm, TheEntryPointsAreNotStubs) {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   ASSERT_NE(nullptr, lib);

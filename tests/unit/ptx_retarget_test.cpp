@@ -280,6 +280,21 @@ TEST(PtxRetarget, VersionAboveTheToolkitIsLoweredAndOneItTakesIsKept) {
   EXPECT_TRUE(ptxas_accepts(kept->ptx, "v88", "sm_90"));
 }
 
+// lower_version: the .version token alone changes (what the emulated device's cost model does
+// for ptxas, emu/kernel_registers.cpp); a version not newer, or no directive, is refused.
+TEST(PtxRetarget, LowerVersionEditsOnlyTheVersion) {
+  const std::string body = "  add.s32 %r1, %r2, %r3;";
+  const std::string newer = snippet("sm_90", body, "9.1");
+  auto r = ptx::lower_version(newer, 9, 0);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(*r, replace_once(newer, ".version 9.1", ".version 9.0"));
+  EXPECT_TRUE(ptxas_accepts(*r, "lower_version", "sm_90"));
+  auto same = ptx::lower_version(newer, 9, 1);
+  ASSERT_FALSE(same);
+  EXPECT_NE(same.error().message.find("not newer"), std::string::npos) << same.error().message;
+  EXPECT_FALSE(ptx::lower_version("// no directive\n", 9, 0));
+}
+
 TEST(PtxRetarget, TextThatDoesNotParseIsRefused) {
   auto r = ptx::retarget(snippet("sm_100", "  add.s32 %r1, %r2,;"));
   ASSERT_FALSE(r);
