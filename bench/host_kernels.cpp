@@ -1,4 +1,4 @@
-// The 54 corpus kernels as host code (host_kernels.hpp), in the order of tests/kernels/README.md's
+// The 56 corpus kernels as host code (host_kernels.hpp), in the order of tests/kernels/README.md's
 // "Files" table. Read each beside its .cu source: the statements are the same, in the same order
 // and types, with the CUDA built-ins of host_builtins.hpp.
 //
@@ -20,6 +20,7 @@
 
 #include "host_builtins.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -1503,6 +1504,113 @@ void warp_match_count(const HostLaunch& launch) {
 }
 
 // ============================================================================================
+// tensor.cu
+//
+// An mma is one instruction of a whole warp, so the statement-by-statement form the other kernels
+// take here has nothing to mirror. These are what a CPU programmer writes for the same
+// computation: the kernels' tiles and loop order, each fragment's work as plain float loops
+// (a*b + c unfused, no binary16 rounding of P), halves converted to float once per staged tile.
+// They pass the harness's checks: the GEMM's benchmark inputs are small integers, exact in any
+// order; the attention is compared within a tolerance.
+
+// hgemm_mma_f16: 16 x 16 tiles of C, k in steps of 16, staged as float.
+void hgemm_mma_f16(const HostLaunch& launch) {
+  const Half* A = param<const Half*>(launch, 0);
+  const Half* B = param<const Half*>(launch, 1);
+  float* C = param<float*>(launch, 2);
+  const int M = param<int>(launch, 3);
+  const int N = param<int>(launch, 4);
+  const int K = param<int>(launch, 5);
+  if (block_dim(launch).x < 32) return; // no full warp: the kernel computes nothing
+  for (int row0 = 0; row0 < M; row0 += 16) {
+    for (int col0 = 0; col0 < N; col0 += 16) {
+      float acc[16][16] = {};
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        float a[16][16], b[16][16];
+        for (int r = 0; r < 16; ++r) {
+          for (int c = 0; c < 16; ++c) {
+            a[r][c] = row0 + r < M && k0 + c < K
+                          ? half_to_float(A[(long long)(row0 + r) * K + k0 + c])
+                          : 0.0f;
+            b[r][c] = k0 + r < K && col0 + c < N
+                          ? half_to_float(B[(long long)(k0 + r) * N + col0 + c])
+                          : 0.0f;
+          }
+        }
+        for (int r = 0; r < 16; ++r)
+          for (int k = 0; k < 16; ++k)
+            for (int c = 0; c < 16; ++c) acc[r][c] += a[r][k] * b[k][c];
+      }
+      for (int r = 0; r < 16 && row0 + r < M; ++r)
+        for (int c = 0; c < 16 && col0 + c < N; ++c) C[(long long)(row0 + r) * N + col0 + c] = acc[r][c];
+    }
+  }
+}
+
+constexpr int k_fa_d = 64;     // FA_D
+constexpr int k_fa_kv = 32;    // FA_KV
+constexpr int k_fa_warps = 4;  // FA_WARPS
+
+// flash_attn_tile_f16: query blocks of a block's rows (16 per computing warp), 32-key tiles of K
+// and V staged as float, the online softmax row by row.
+void flash_attn_tile_f16(const HostLaunch& launch) {
+  const Half* Q = param<const Half*>(launch, 0);
+  const Half* K = param<const Half*>(launch, 1);
+  const Half* V = param<const Half*>(launch, 2);
+  float* O = param<float*>(launch, 3);
+  const int n_q = param<int>(launch, 4);
+  const int n_kv = param<int>(launch, 5);
+  const float scale = param<float>(launch, 6);
+  const int rows = 16 * std::min<int>(block_dim(launch).x / 32, k_fa_warps);
+  if (rows == 0) return;
+  const float scale_log2 = scale * 1.44269504f;
+  std::vector<float> q(size_t(rows) * k_fa_d), o(size_t(rows) * k_fa_d), m(rows), l(rows);
+  float k[k_fa_kv][k_fa_d], v[k_fa_kv][k_fa_d];
+  for (int q0 = 0; q0 < n_q; q0 += rows) {
+    const int nr = std::min(rows, n_q - q0);
+    for (int r = 0; r < nr; ++r) {
+      for (int c = 0; c < k_fa_d; ++c) q[r * k_fa_d + c] = half_to_float(Q[(long long)(q0 + r) * k_fa_d + c]);
+      for (int c = 0; c < k_fa_d; ++c) o[r * k_fa_d + c] = 0.0f;
+      m[r] = -k_inf;
+      l[r] = 0.0f;
+    }
+    for (int j0 = 0; j0 < n_kv; j0 += k_fa_kv) {
+      const int nk = std::min(k_fa_kv, n_kv - j0);
+      for (int j = 0; j < nk; ++j) {
+        for (int c = 0; c < k_fa_d; ++c) {
+          k[j][c] = half_to_float(K[(long long)(j0 + j) * k_fa_d + c]);
+          v[j][c] = half_to_float(V[(long long)(j0 + j) * k_fa_d + c]);
+        }
+      }
+      for (int r = 0; r < nr; ++r) {
+        float s[k_fa_kv];
+        float mx = m[r];
+        for (int j = 0; j < nk; ++j) {
+          float dot = 0.0f;
+          for (int c = 0; c < k_fa_d; ++c) dot += q[r * k_fa_d + c] * k[j][c];
+          s[j] = dot * scale_log2;
+          mx = std::fmax(mx, s[j]);
+        }
+        const float alpha = std::exp2(m[r] - mx);
+        m[r] = mx;
+        l[r] *= alpha;
+        float* orow = &o[r * k_fa_d];
+        for (int c = 0; c < k_fa_d; ++c) orow[c] *= alpha;
+        for (int j = 0; j < nk; ++j) {
+          const float p = std::exp2(s[j] - mx);
+          l[r] += p;
+          for (int c = 0; c < k_fa_d; ++c) orow[c] += p * v[j][c];
+        }
+      }
+    }
+    for (int r = 0; r < nr; ++r) {
+      const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+      for (int c = 0; c < k_fa_d; ++c) O[(long long)(q0 + r) * k_fa_d + c] = o[r * k_fa_d + c] * inv;
+    }
+  }
+}
+
+// ============================================================================================
 
 struct Entry {
   std::string_view entry;
@@ -1577,6 +1685,9 @@ const Entry k_kernels[] = {
     {"warp_vote_stats", warp_vote_stats},
     {"compact_gt_ballot", compact_gt_ballot},
     {"warp_match_count", warp_match_count},
+    // tensor.cu
+    {"hgemm_mma_f16", hgemm_mma_f16},
+    {"flash_attn_tile_f16", flash_attn_tile_f16},
 };
 
 } // namespace

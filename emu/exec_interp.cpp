@@ -2490,6 +2490,8 @@ void BlockRunner::State::exec_matrix(const Insn& in, uint32_t widx, uint32_t exe
     return;
   }
   }
+}
+
 std::span<const uint8_t> BlockRunner::State::bytes_from(uint64_t addr, uint32_t widx, int lane,
                                                        const Insn& in) {
   if (addr == 0) return {};

@@ -2185,6 +2185,139 @@ void run_warp_match_count(Harness& h) {
 }
 
 // ============================================================================================
+// tensor.cu
+
+// Halves holding integers in [lo, hi]: products and sums of them stay exact in f32.
+std::vector<Half> random_integer_halves(Rng& rng, size_t n, int lo, int hi) {
+  std::vector<Half> v(n);
+  for (auto& x : v) x = half_rn(double(rng.range(lo, hi)));
+  return v;
+}
+
+std::vector<double> halves_to_doubles(const std::vector<Half>& h) {
+  std::vector<double> d(h.size());
+  for (size_t i = 0; i < h.size(); ++i) d[i] = h2d(h[i]);
+  return d;
+}
+
+void run_hgemm_mma_f16(Harness& h) {
+  struct S {
+    int m, n, k;
+    unsigned grid, block;
+    bool integers; // small-integer inputs (exact) or uniform in [-1, 1] (within a tolerance)
+  };
+  // One tile; M, N, K not multiples of 16 with a 4-lane last warp that must exit; more tiles than
+  // warps (grid-stride); 8 warps per block; fractions; the largest shape (the benchmark's).
+  for (S s : h.pick<S>({{1, 1, 1, 1, 32, true},
+                        {16, 16, 16, 1, 32, true},
+                        {37, 29, 45, 2, 100, true},
+                        {64, 48, 80, 3, 64, true},
+                        {48, 64, 40, 2, 256, false},
+                        {96, 80, 64, 4, 128, true}})) {
+    const int M = h.scaled_side(s.m), N = h.scaled_side(s.n), K = h.scaled_side(s.k);
+    const unsigned tiles = ceil_div(M, 16) * ceil_div(N, 16);
+    const unsigned grid = h.bench() ? ceil_div(tiles, s.block / 32) : s.grid;
+    h.shape(strf("M=%d N=%d K=%d grid=%u block=%u %s", M, N, K, grid, s.block,
+                 s.integers ? "integers" : "fractions"));
+    Rng rng = h.rng(uint64_t(M) * 31 + uint64_t(N) * 7 + uint64_t(K));
+    auto A = s.integers ? random_integer_halves(rng, size_t(M) * K, -8, 8)
+                        : random_halves(rng, size_t(M) * K, -1, 1);
+    auto B = s.integers ? random_integer_halves(rng, size_t(K) * N, -8, 8)
+                        : random_halves(rng, size_t(K) * N, -1, 1);
+    auto dA = h.input("A", A);
+    auto dB = h.input("B", B);
+    auto dC = h.filled<float>(size_t(M) * N, k_nan);
+    h.launch({grid}, {s.block}, 0, size_t(M) * N, dA->ptr(), dB->ptr(), dC->ptr(), M, N, K);
+    std::vector<double> want(size_t(M) * N), tol(want.size());
+    const std::vector<double> a = halves_to_doubles(A), b = halves_to_doubles(B);
+    for (int r = 0; r < M; ++r) {
+      for (int c = 0; c < N; ++c) {
+        double sum = 0, magnitude = 0; // products of halves are exact in double
+        for (int k = 0; k < K; ++k) {
+          double p = a[size_t(r) * K + k] * b[size_t(k) * N + c];
+          sum += p;
+          magnitude += std::fabs(p);
+        }
+        want[size_t(r) * N + c] = sum;
+        tol[size_t(r) * N + c] = K * 0x1p-22 * magnitude;
+      }
+    }
+    if (s.integers) {
+      // |sum| <= 64 K < 2^24: exact in f32 on the tensor path (one rounding per mma) and in the
+      // fmaf fallback alike, and on a GPU's tensor cores.
+      std::vector<float> exact(want.begin(), want.end());
+      h.expect_exact("C", exact, dC->download());
+    } else {
+      h.expect_near("C", want, dC->download(), tol);
+    }
+  }
+}
+
+void run_flash_attn_tile_f16(Harness& h) {
+  constexpr int d = 64;
+  struct S {
+    int n_q, n_kv;
+    unsigned grid, block;
+    float scale;
+  };
+  // One query and one key; one warp's rows and exactly one tile; a block with more query rows
+  // than there are (and a second block with none); a 4-lane warp that only stages, grid-striding
+  // over query blocks of 48 rows; 8 warps of which 4 compute; no keys at all; the largest (the
+  // benchmark's), 64-row query blocks and a 1-key last tile.
+  for (S s : h.pick<S>({{1, 1, 1, 32, 0.125f},
+                        {16, 32, 1, 32, 0.125f},
+                        {37, 45, 2, 128, 0.5f},
+                        {100, 100, 1, 100, 0.125f},
+                        {50, 200, 3, 256, 0.5f},
+                        {20, 0, 1, 64, 0.125f},
+                        {130, 161, 3, 128, 0.25f}})) {
+    const int n_q = h.scaled_side(s.n_q), n_kv = h.scaled_side(s.n_kv);
+    const unsigned grid = h.bench() ? ceil_div(n_q, 64) : s.grid;
+    h.shape(strf("n_q=%d n_kv=%d d=%d grid=%u block=%u scale=%g", n_q, n_kv, d, grid, s.block,
+                 double(s.scale)));
+    Rng rng = h.rng(uint64_t(n_q) * 131 + uint64_t(n_kv) * 7 + s.block);
+    auto Q = random_halves(rng, size_t(n_q) * d, -1, 1);
+    auto K = random_halves(rng, size_t(n_kv) * d, -1, 1);
+    auto V = random_halves(rng, size_t(n_kv) * d, -1, 1);
+    auto dQ = h.input("Q", Q);
+    auto dK = h.input("K", K);
+    auto dV = h.input("V", V);
+    auto dO = h.filled<float>(size_t(n_q) * d, k_nan);
+    h.launch({grid}, {s.block}, 0, size_t(n_q) * d, dQ->ptr(), dK->ptr(), dV->ptr(), dO->ptr(), n_q,
+             n_kv, s.scale);
+    std::vector<double> want(size_t(n_q) * d, 0.0), tol(want.size(), 0.0);
+    std::vector<double> score(n_kv), p(n_kv);
+    const std::vector<double> q = halves_to_doubles(Q), k = halves_to_doubles(K),
+                              v = halves_to_doubles(V);
+    for (int i = 0; i < n_q; ++i) {
+      double max = -std::numeric_limits<double>::infinity();
+      for (int j = 0; j < n_kv; ++j) {
+        double dot = 0;
+        for (int c = 0; c < d; ++c) dot += q[size_t(i) * d + c] * k[size_t(j) * d + c];
+        score[j] = double(s.scale) * dot;
+        max = std::max(max, score[j]);
+      }
+      double l = 0;
+      for (int j = 0; j < n_kv; ++j) l += p[j] = std::exp(score[j] - max);
+      for (int c = 0; c < d && n_kv > 0; ++c) {
+        double o = 0, weighted = 0, plain = 0;
+        for (int j = 0; j < n_kv; ++j) {
+          const double vj = v[size_t(j) * d + c];
+          o += p[j] * vj;
+          weighted += p[j] * std::fabs(vj);
+          plain += std::fabs(vj);
+        }
+        // P is rounded to binary16 for P V: 2^-11 relative, or 2^-25 absolute where it falls
+        // below binary16's normal range; twice that, for the f32 scores, exp2f and sums.
+        want[size_t(i) * d + c] = o / l;
+        tol[size_t(i) * d + c] = 0x1p-10 * weighted / l + 0x1p-24 * plain / l;
+      }
+    }
+    h.expect_near("O", want, dO->download(), tol);
+  }
+}
+
+// ============================================================================================
 
 const char* k_exact = "exact (bitwise; the reference follows the PTX's operation order)";
 
@@ -2308,6 +2441,17 @@ const std::vector<CorpusKernel>& corpus_kernels() {
        "1 binary16 ulp: sum of squares mirrored exactly, rsqrtf within 2 ulp may move the final "
        "rounding",
        run_rmsnorm_rows_f16},
+      // tensor.cu
+      {"tensor", "hgemm_mma_f16",
+       "small-integer inputs exact (every sum fits f32, on the tensor path and the sm_75 fmaf "
+       "fallback); fractions within K 2^-22 sum_k |a b| of the double sum (one rounding per mma "
+       "or per fmaf, and a GPU's tensor-core bound)",
+       run_hgemm_mma_f16},
+      {"tensor", "flash_attn_tile_f16",
+       "within 2^-10 sum_j p_j |v_j| / l + 2^-24 sum_j |v_j| / l of the double softmax(scale Q "
+       "K^T) V: P rounded to binary16 (2^-11 relative, 2^-25 absolute below its normals), "
+       "twice that for f32 scores, exp2f (ex2.approx) and sums",
+       run_flash_attn_tile_f16},
       // transpose.cu
       {"transpose", "transpose_naive_f32", k_exact, run_transpose_naive_f32},
       {"transpose", "transpose_tiled_f32", k_exact, run_transpose_tiled_f32},
