@@ -53,11 +53,12 @@ SWIGLU|type=f32,'
   ;;
 batch)
   # What a prompt of more than 8 tokens in one batch runs: MMQ (ldmatrix, mma.sync s8) for
-  # quantized weights, mul_mat_f (mma.sync f16) for f16 weights up to 16 columns, flash
-  # attention's mma kernel for more than one query.
-  runs='MUL_MAT|type_a=(q4_0|q8_0|q4_K),type_b=f32,m=(16|1),n=(9|1[0-6]|64),k=\d+,bs=\[(?!1536)
+  # quantized weights (9, 16 and 64 columns; batched with broadcast, and permuted), mul_mat_f
+  # (mma.sync f16) for f16 weights up to 16 columns, flash attention's mma kernel for 3 and 75
+  # queries (a partial tile). An MMQ case costs the emulator seconds, flash attention's ten.
+  runs='MUL_MAT|type_a=(q4_0|q8_0|q4_K),type_b=f32,(m=16,n=(9|16),k=256,bs=\[1,1\],nr=\[1,1\]|m=16,n=16,k=256,bs=\[(3,2\],nr=\[2,2|2,3\],nr=\[1,1\],per=\[0,2,1,3)\]|m=1,n=64,k=256,)
 MUL_MAT|type_a=f16,type_b=f32,(m=64,n=2,|m=1056,n=1,k=128,bs=\[(?!1,1\]))
-FLASH_ATTN_EXT|hsk=(64|128),hsv=(64|128),nh=4,nr23=\[(1|4),1\],kv=(512|1024),nb=(3|32|75),mask=1,sinks=0,max_bias=0.000000,logit_softcap=0.000000,prec=f32,type_K=f16,type_V=f16,permute=\[0,1,2,3\]'
+FLASH_ATTN_EXT|hsk=(64|128),hsv=(64|128),nh=4,nr23=\[(1|4),1\],kv=512,nb=(3|75),mask=1,sinks=0,max_bias=0.000000,logit_softcap=0.000000,prec=f32,type_K=f16,type_V=f16,permute=\[0,1,2,3\]'
   ;;
 *)
   echo "backend_ops.sh: no group $group (decode or batch)" >&2

@@ -204,10 +204,12 @@ TEST_F(LlamaRun, DecodeOnlyF16GivesTheCpuBackendsTokens) {
 
 // A 64-token prompt in one batch with flash attention, then 16 decoded tokens, on Q4_0 and Q8_0
 // weights: MMQ (ldmatrix, mma.sync) and flash attention's mma kernel for the prompt. Activation
-// quantization differs between the backends (see the top of this file): measured with one token
-// per batch, Q4_0 logits differ by up to 0.44 and Q8_0 by up to 0.14 (README.md, "Agreement").
+// quantization differs between the backends (see the top of this file): the largest logit
+// difference measured on this model, one token per batch or the prompt in one batch, was 0.44 for
+// Q4_0 and 0.21 for Q8_0; the bounds are 1.7 times that (README.md, "Agreement"), room for the
+// CPU backend's other builds (llama.cpp picks one per CPU: AVX2, AVX-512, ...).
 TEST_F(LlamaRun, QuantizedPromptInOneBatchAgreesWithTheCpuBackend) {
-  for (const auto& [type, bound] : {std::pair<std::string, double>{"q4_0", 0.75}, {"q8_0", 0.3}}) {
+  for (const auto& [type, bound] : {std::pair<std::string, double>{"q4_0", 0.75}, {"q8_0", 0.35}}) {
     SCOPED_TRACE(type);
     const std::string m = model(type);
     const json cpu = run({m, "cpu", 64, 16, 64});

@@ -6,9 +6,10 @@
 #   tests/survey/survey_all.sh BUILD OUT [JOBS]
 #
 # BUILD is the build directory (its tests/survey/hone-emu-survey), OUT a directory for the results:
-# survey-N.json and survey-N.txt per job, the PTX NVRTC made (reused by a second run), and
-# summary.txt: the refusal histogram over everything, and the kernel files NVRTC could not compile
-# with hashcat's general options alone (their modules add options of their own).
+# survey-<chunk>.json and .txt per chunk of kernel files, the PTX NVRTC made (reused by a second
+# run), and summary.txt: the refusal histogram over every finished chunk, and the kernel files
+# NVRTC could not compile with hashcat's general options alone (their modules add options of their
+# own).
 set -eu
 
 build=${1:?usage: survey_all.sh BUILD OUT [JOBS]}
@@ -24,28 +25,44 @@ mkdir -p "$out"
 (cd "$root/OpenCL" && ls m[0-9]*.cl amp_a*.cl markov_*.cl shared.cl) > "$out/kernels.txt"
 echo "survey_all: $(wc -l < "$out/kernels.txt") hashcat kernel files in $jobs jobs, and $llama"
 
-# Job i takes every jobs-th file; job 0 also the llama.cpp modules.
-i=0
-while [ "$i" -lt "$jobs" ]; do
-  sources=$(awk -v n="$jobs" -v i="$i" 'NR % n == i { print "hashcat:" $0 }' "$out/kernels.txt")
-  [ "$i" -eq 0 ] && sources="elf:$llama $sources"
+# Chunks of 20 kernel files, one survey each, `jobs` at a time: a run stopped halfway keeps the
+# chunks it finished (and the PTX NVRTC made), and a second run redoes only the missing ones. The
+# llama.cpp modules are chunk "llama".
+split -l 20 -d -a 3 "$out/kernels.txt" "$out/chunk-"
+chunks="llama $(cd "$out" && ls chunk-* | sed 's/^chunk-//')"
+run_chunk() {
+  if [ "$1" = llama ]; then
+    sources="elf:$llama"
+  else
+    sources=$(sed 's/^/hashcat:/' "$out/chunk-$1")
+  fi
   # shellcheck disable=SC2086 # one argument per source
-  "$survey" --json "$out/survey-$i.json" --hashcat-root "$root" \
+  "$survey" --json "$out/survey-$1.json.tmp" --hashcat-root "$root" \
     --hashcat-modes "$here/hashcat_modes.tsv" --ptx-dir "$out/ptx" $sources \
-    > "$out/survey-$i.txt" 2>&1 &
-  i=$((i + 1))
+    > "$out/survey-$1.txt" 2>&1 || true # refusals and NVRTC failures are results here
+  if [ -f "$out/survey-$1.json.tmp" ]; then mv "$out/survey-$1.json.tmp" "$out/survey-$1.json"; fi
+}
+running=0
+for c in $chunks; do
+  [ -f "$out/survey-$c.json" ] && continue
+  run_chunk "$c" &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait
+    running=0
+  fi
 done
 wait || true
 
-python3 - "$out" "$jobs" > "$out/summary.txt" <<'EOF'
-import json, re, sys, collections
-out, jobs = sys.argv[1], int(sys.argv[2])
+python3 - "$out" > "$out/summary.txt" <<'EOF'
+import glob, json, re, sys, collections
+out = sys.argv[1]
 histogram = collections.defaultdict(lambda: [0, set()])
 outcomes = collections.Counter()
 modules = 0
 slow = []
-for i in range(jobs):
-    for m in json.load(open(f"{out}/survey-{i}.json")):
+for path in sorted(glob.glob(f"{out}/survey-*.json")):
+    for m in json.load(open(path)):
         modules += 1
         slow.append((m["load_ms"], m["ptx_bytes"], m["module"]))
         if m["load_error"]:
@@ -56,8 +73,8 @@ for i in range(jobs):
                 histogram[k["detail"]][0] += 1
                 histogram[k["detail"]][1].add(m["module"])
 failed = []
-for i in range(jobs):
-    for line in open(f"{out}/survey-{i}.txt"):
+for path in sorted(glob.glob(f"{out}/survey-*.txt")):
+    for line in open(path):
         m = re.match(r"source error: (\S+): nvrtc: compiling", line)
         if m:
             failed.append(m.group(1))
