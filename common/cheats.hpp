@@ -16,7 +16,7 @@ struct CheatPattern {
   std::string_view defence; // what refuses it
 };
 
-inline constexpr std::array<CheatPattern, 13> k_cheat_patterns{{
+inline constexpr std::array<CheatPattern, 14> k_cheat_patterns{{
     {"result-reuse", "relies on what output memory held: writes nothing, or only part",
      "outputs poisoned twice (0xFF, then 0x5A) before the candidate runs"},
     {"input-modification", "writes a buffer the original only reads (even if restored later)",
@@ -45,6 +45,12 @@ inline constexpr std::array<CheatPattern, 13> k_cheat_patterns{{
      "programmatic dependent launch) and reads what that kernel writes before it is done",
      "static: a candidate of an original that waits must wait too, and before its wait touch "
      "global memory only through pointers the original touches before its own"},
+    {"external-state",
+     "results that depend on the clock, the time or where it runs (%clock64, %globaltimer, "
+     "%smid, %warpid, %envreg...), not only on its inputs: a time bomb, a shortcut on one SM",
+     "static: stores whose value, address or execution can depend on such a register refused "
+     "unless the original's can too; on the emulated device %globaltimer starts from another "
+     "epoch in each rerun"},
     {"warm-cache", "fast only because its data is already in cache",
      "L2 flushed between timed runs on a GPU; the emulated device keeps no cache between launches"},
     {"correct-while-checked", "correct on the launches validation sees, wrong later",

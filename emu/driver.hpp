@@ -178,6 +178,9 @@ struct Context {
   // Modeled time the host has waited for (stream/event/context synchronization, synchronous
   // copies): nothing it issues afterwards can start earlier.
   uint64_t host_clock_ns = 0;
+  // The host's real time when the context was created (or the primary context activated), in ns
+  // since the Unix epoch: %globaltimer's epoch unless HONE_EMU_GLOBALTIMER_EPOCH says otherwise.
+  uint64_t created_unix_ns = 0;
   std::set<Handle> modules;
   std::set<Handle> streams;
   std::set<Handle> events;

@@ -7,6 +7,7 @@
 #include "emu/log.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 namespace hone::emu {
 
@@ -36,6 +37,9 @@ void init_context(Context& ctx, Registry& r, unsigned flags) {
   ctx.legacy.ctx = ctx.handle;
   ctx.legacy.id = r.new_id();
   ctx.host_clock_ns = 0;
+  ctx.created_unix_ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
 }
 
 CUresult create_context(CUcontext* pctx, unsigned flags, CUdevice dev) {

@@ -452,7 +452,7 @@ CUresult run_node(const ExecNode& en, uint64_t start, uint64_t& end) {
   case CU_GRAPH_NODE_TYPE_KERNEL: {
     const KernelNode& k = n.kernel;
     if (CUresult rc = run_kernel(k.ctx, k.function, k.grid, k.block, k.shared_bytes, k.args,
-                                 k.cooperative(), ns);
+                                 k.cooperative(), start, ns);
         rc != CUDA_SUCCESS)
       return rc;
     end = start + ns;

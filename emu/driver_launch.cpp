@@ -11,6 +11,7 @@
 #include "emu/log.hpp"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -222,6 +223,29 @@ uint64_t fill_seed() {
   return seed_from_env("HONE_EMU_FILL_SEED", logged, "memory and registers start at zero");
 }
 
+// HONE_EMU_GLOBALTIMER_EPOCH: what %globaltimer counts from, in ns since the Unix epoch (decimal or
+// 0x hex; 0 is an epoch like any other). Read at every launch, like the seeds: the worker gives each
+// validation run another epoch, so a result that depends on the date shows as nondeterminism.
+// Unset or empty: the host's real time when the context was created, so that a program reads a
+// plausible wall clock, as on a GPU. Not a number (logged once): the same.
+uint64_t globaltimer_epoch(const Context& ctx) {
+  static std::atomic<bool> logged{false};
+  const char* e = std::getenv("HONE_EMU_GLOBALTIMER_EPOCH");
+  if (e == nullptr || *e == '\0') return ctx.created_unix_ns;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(e, &end, 0);
+  if (*e == '-' || end == e || *end != '\0' || errno == ERANGE) {
+    if (!logged.exchange(true)) {
+      log(LogLevel::warn, std::string("HONE_EMU_GLOBALTIMER_EPOCH=") + e +
+                              " is not a number of nanoseconds; %globaltimer counts from the "
+                              "context's creation");
+    }
+    return ctx.created_unix_ns;
+  }
+  return v;
+}
+
 const char* error_name(CUresult rc) {
   const char* name = nullptr;
   return cuGetErrorName(rc, &name) == CUDA_SUCCESS ? name : "CUDA_ERROR_?";
@@ -330,6 +354,7 @@ CUresult launch(const LaunchArgs& a) {
   Handle ctx_handle = 0;
   Handle stream_handle = 0; // 0: the context's legacy stream
   uint64_t start = 0;
+  uint64_t globaltimer = 0;
   bool cooperative = a.cooperative;
   {
     std::lock_guard lock(r.mutex);
@@ -383,6 +408,7 @@ CUresult launch(const LaunchArgs& a) {
     ctx_handle = ctx->handle;
     stream_handle = s->legacy ? 0 : s->handle;
     start = op_start(r, *ctx, *s);
+    globaltimer = globaltimer_epoch(*ctx) + start;
     if (log_enabled(LogLevel::debug)) {
       log(LogLevel::debug, "launch " + fn->name + " grid " + std::to_string(a.grid.x) + "x" +
                                std::to_string(a.grid.y) + "x" + std::to_string(a.grid.z) +
@@ -402,6 +428,7 @@ CUresult launch(const LaunchArgs& a) {
   request.params_size = params_size;
   request.schedule_seed = schedule_seed();
   request.fill_seed = fill_seed();
+  request.globaltimer_ns = globaltimer;
   request.cooperative = cooperative;
   LaunchOutcome outcome;
   std::unique_lock lock(r.mutex, std::defer_lock);
@@ -512,10 +539,11 @@ CUresult max_potential_block_size(int* min_grid, int* block_size, CUfunction f,
 
 CUresult run_kernel(Handle ctx_handle, Handle fn_handle, Dim3 grid, Dim3 block,
                     uint32_t shared_bytes, const std::vector<uint8_t>& args, bool cooperative,
-                    uint64_t& modeled_ns) {
+                    uint64_t start_ns, uint64_t& modeled_ns) {
   Registry& r = registry();
   std::shared_ptr<Program> program;
   Kernel* kernel = nullptr;
+  uint64_t globaltimer = 0;
   {
     std::lock_guard lock(r.mutex);
     Context* ctx = live_context(r, ctx_handle);
@@ -531,6 +559,7 @@ CUresult run_kernel(Handle ctx_handle, Handle fn_handle, Dim3 grid, Dim3 block,
     if (cooperative && !cooperative_fits(attrs, grid, block, shared_bytes))
       return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
     program = fn->program;
+    globaltimer = globaltimer_epoch(*ctx) + start_ns;
     start_device_work(r);
   }
   LaunchRequest request;
@@ -541,6 +570,7 @@ CUresult run_kernel(Handle ctx_handle, Handle fn_handle, Dim3 grid, Dim3 block,
   request.params_size = args.size();
   request.schedule_seed = schedule_seed();
   request.fill_seed = fill_seed();
+  request.globaltimer_ns = globaltimer;
   request.cooperative = cooperative;
   LaunchOutcome outcome;
   std::unique_lock lock(r.mutex, std::defer_lock);

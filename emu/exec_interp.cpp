@@ -502,6 +502,7 @@ struct BlockRunner::State {
       frame.uniform[jit::k_u_dynamic_shared] = L.dynamic_shared_bytes;
       frame.uniform[jit::k_u_envreg1] = uint32_t(L.grid_workspace >> 32);
       frame.uniform[jit::k_u_envreg2] = uint32_t(L.grid_workspace);
+      frame.uniform[jit::k_u_globaltimer] = L.globaltimer_ns;
     }
   }
 
@@ -842,6 +843,10 @@ struct BlockRunner::State {
 
   // ---- registers --------------------------------------------------------------------------------
 
+  uint64_t globaltimer(uint32_t warp) const {
+    return L.globaltimer_ns + warps[warp].cycles * 1'000'000 / DeviceLimits::k_clock_khz;
+  }
+
   uint64_t sreg(Sreg s, uint32_t warp, int lane) const {
     uint32_t t = warp * k_lanes + uint32_t(lane);
     uint32_t bx = L.block.x, by = L.block.y;
@@ -872,11 +877,11 @@ struct BlockRunner::State {
     case Sreg::clock: return uint32_t(warps[warp].cycles);
     case Sreg::clock_hi: return uint32_t(warps[warp].cycles >> 32);
     case Sreg::clock64: return warps[warp].cycles;
-    case Sreg::globaltimer: return warps[warp].cycles * 1'000'000 / DeviceLimits::k_clock_khz;
-    case Sreg::globaltimer_lo:
-      return uint32_t(warps[warp].cycles * 1'000'000 / DeviceLimits::k_clock_khz);
-    case Sreg::globaltimer_hi:
-      return uint32_t((warps[warp].cycles * 1'000'000 / DeviceLimits::k_clock_khz) >> 32);
+    // A global nanosecond clock (PTX ISA, "Special Registers: %globaltimer"): the launch's start
+    // (LaunchRequest::globaltimer_ns) plus the warp's modeled cycles in ns.
+    case Sreg::globaltimer: return globaltimer(warp);
+    case Sreg::globaltimer_lo: return uint32_t(globaltimer(warp));
+    case Sreg::globaltimer_hi: return uint32_t(globaltimer(warp) >> 32);
     case Sreg::total_smem_size:
     case Sreg::aggr_smem_size: return shared_size;
     case Sreg::dynamic_smem_size: return L.dynamic_shared_bytes;

@@ -57,6 +57,7 @@ struct LaunchShared {
   uint64_t instruction_budget = 0;
   uint64_t schedule_seed = 0;            // LaunchRequest::schedule_seed
   uint64_t fill_seed = 0;                // LaunchRequest::fill_seed
+  uint64_t globaltimer_ns = 0;           // LaunchRequest::globaltimer_ns
   uint64_t grid_workspace = 0;           // cooperative launches: the grid barrier's memory
   std::atomic<uint64_t> instructions{0}; // thread-instructions executed so far, all blocks
   std::atomic<bool> abort{false};        // a block failed: others stop early

@@ -229,6 +229,7 @@ public:
     shared.schedule_seed = r.schedule_seed;
     shared.fill_seed = r.fill_seed;
     shared.print_fifo_bytes = r.print_fifo_bytes;
+    shared.globaltimer_ns = r.globaltimer_ns;
 
     const uint64_t blocks = g.count();
     const auto [registers, from_ptxas] = m_resources->registers(m_code.name);

@@ -197,10 +197,12 @@ bool graph_memory_free(Registry& r, uint64_t base, CUresult& status);
 // --- work the graph launch shares with the stream-ordered calls (call without the lock) --------
 
 // A kernel launch, checked and run as cuLaunchKernel does it, in context `ctx`, with the packed
-// parameter buffer `args`: `modeled_ns` is its modeled duration. Faults become the context's sticky
+// parameter buffer `args`, starting at `start_ns` on its stream's modeled clock (what %globaltimer
+// counts from, after the epoch): `modeled_ns` is its modeled duration. Faults become the context's sticky
 // error (the call still succeeds), as for cuLaunchKernel.
 CUresult run_kernel(Handle ctx, Handle function, Dim3 grid, Dim3 block, uint32_t shared_bytes,
-                    const std::vector<uint8_t>& args, bool cooperative, uint64_t& modeled_ns);
+                    const std::vector<uint8_t>& args, bool cooperative, uint64_t start_ns,
+                    uint64_t& modeled_ns);
 // The parameter buffer of a launch (kernelParams or the extra buffer), with the function's slots.
 // Locks the registry itself.
 CUresult pack_kernel_params(Handle function, void** params, void** extra,

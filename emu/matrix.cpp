@@ -338,16 +338,17 @@ template <class V> void decode_operand(const Lanes* regs, uint32_t nregs, Elem t
   case Elem::bf16: return gather(regs, nregs, type, at, out, [](uint64_t b) { return V(sem::bf16_to_f32(uint16_t(b))); });
   case Elem::e4m3: return gather(regs, nregs, type, at, out, [&](uint64_t b) { return V(t.e4m3[b]); });
   case Elem::e5m2: return gather(regs, nregs, type, at, out, [&](uint64_t b) { return V(t.e5m2[b]); });
+  case Elem::f32: return gather(regs, nregs, type, at, out, [](uint64_t b) { return V(std::bit_cast<float>(uint32_t(b))); });
+  case Elem::s32: return gather(regs, nregs, type, at, out, [](uint64_t b) { return V(int32_t(uint32_t(b))); });
+  case Elem::s8: return gather(regs, nregs, type, at, out, [](uint64_t b) { return V(int8_t(b)); });
+  case Elem::u8: return gather(regs, nregs, type, at, out, [](uint64_t b) { return V(uint8_t(b)); });
   default: return gather(regs, nregs, type, at, out, [&](uint64_t b) { return V(to_double(type, b)); });
   }
 }
 
-// Scratch space of the thread that runs the mma: nothing is allocated per instruction.
-struct Scratch {
-  std::vector<double> fa, fb, fc;
-  std::vector<int64_t> ia, ib, ic;
-  std::vector<uint64_t> d;
-};
+// The largest operands: A of m16n8k256 (b1), B of m16n8k256, C of m8n8k4 .f16 (four 8x8) or
+// m16n16k16 wmma.
+constexpr size_t k_max_a = 16 * 256, k_max_b = 256 * 8, k_max_c = 256;
 
 } // namespace
 
@@ -364,7 +365,7 @@ std::shared_ptr<const Plan> make_plan(const Insn& mi) {
           uint32_t index = 0;
           switch (role) {
           case Role::a: index = (g * mi.m + q.row) * mi.k + q.col; break;
-          case Role::b: index = (g * mi.n + q.col) * mi.k + q.row; break; // transposed
+          case Role::b: index = (g * mi.k + q.row) * mi.n + q.col; break;
           case Role::c: index = (g * mi.m + q.row) * mi.n + q.col; break;
           }
           at.push_back(uint16_t(index));
@@ -379,71 +380,107 @@ std::shared_ptr<const Plan> make_plan(const Insn& mi) {
   return p;
 }
 
+namespace {
+
+// D[i][j] for every i, j of one group, accumulating over k in increasing order for each output
+// (the loop over j innermost, so outputs advance side by side in registers; each output's own sum
+// keeps the order the numerics promise). N is a constant for the shapes that exist (8, 16, 32),
+// which lets the compiler keep a row of sums in vector registers.
+template <uint32_t N, class V, class Step>
+void products_n(uint32_t M, uint32_t K, const V* a, const V* b, V* acc, Step step) {
+  for (uint32_t i = 0; i < M; ++i) {
+    V row[N];
+    for (uint32_t j = 0; j < N; ++j) row[j] = acc[size_t(i) * N + j];
+    for (uint32_t kk = 0; kk < K; ++kk) {
+      const V x = a[size_t(i) * K + kk];
+      const V* brow = b + size_t(kk) * N;
+      for (uint32_t j = 0; j < N; ++j) row[j] = step(row[j], x, brow[j]);
+    }
+    for (uint32_t j = 0; j < N; ++j) acc[size_t(i) * N + j] = row[j];
+  }
+}
+
+template <class V, class Step>
+void products(uint32_t M, uint32_t N, uint32_t K, const V* a, const V* b, V* acc, Step step) {
+  switch (N) {
+  case 8: return products_n<8>(M, K, a, b, acc, step);
+  case 16: return products_n<16>(M, K, a, b, acc, step);
+  case 32: return products_n<32>(M, K, a, b, acc, step);
+  default: break;
+  }
+  for (uint32_t i = 0; i < M; ++i) {
+    for (uint32_t kk = 0; kk < K; ++kk) {
+      const V x = a[size_t(i) * K + kk];
+      for (uint32_t j = 0; j < N; ++j) acc[size_t(i) * N + j] = step(acc[size_t(i) * N + j], x, b[size_t(kk) * N + j]);
+    }
+  }
+}
+
+} // namespace
+
 void mma(const Insn& mi, const Lanes* in, Lanes* out) {
-  thread_local Scratch s;
   const Plan& p = *mi.plan;
   const uint32_t G = p.groups, M = mi.m, N = mi.n, K = mi.k;
-  const size_t na = size_t(G) * M * K, nb = size_t(G) * N * K, nc = size_t(G) * M * N;
-  s.d.assign(nc, 0);
+  const size_t nc = size_t(G) * M * N;
+  uint64_t d[k_max_c];
   const Lanes* ra = in;
   const Lanes* rb = in + mi.na;
   const Lanes* rc = in + mi.na + mi.nb;
   if (mi.a == Elem::b1 || !elem_is_float(mi.a)) {
     // integers: exact products and sums; .satfinite clamps to the s32 range, else the sum wraps.
     // b1: popc(a AND b) or popc(a XOR b) over the row and column (9.7.14.5.14), plus c.
-    s.ia.assign(na, 0);
-    s.ib.assign(nb, 0);
-    s.ic.assign(nc, 0);
-    decode_operand(ra, mi.na, mi.a, p.a.data(), s.ia.data());
-    decode_operand(rb, mi.nb, mi.b, p.b.data(), s.ib.data());
-    decode_operand(rc, mi.nc, mi.c, p.c.data(), s.ic.data());
+    int64_t a[k_max_a], b[k_max_b], c[k_max_c];
+    decode_operand(ra, mi.na, mi.a, p.a.data(), a);
+    decode_operand(rb, mi.nb, mi.b, p.b.data(), b);
+    decode_operand(rc, mi.nc, mi.c, p.c.data(), c);
     for (uint32_t g = 0; g < G; ++g) {
-      for (uint32_t i = 0; i < M; ++i) {
-        const int64_t* ar = &s.ia[(size_t(g) * M + i) * K];
-        for (uint32_t j = 0; j < N; ++j) {
-          const int64_t* bc = &s.ib[(size_t(g) * N + j) * K];
-          int64_t sum = s.ic[(size_t(g) * M + i) * N + j];
-          if (mi.a == Elem::b1) {
-            for (uint32_t kk = 0; kk < K; ++kk) sum += mi.bit_xor ? (ar[kk] ^ bc[kk]) : (ar[kk] & bc[kk]);
-          } else {
-            for (uint32_t kk = 0; kk < K; ++kk) sum += ar[kk] * bc[kk];
-          }
-          if (mi.satfinite) {
-            sum = std::clamp<int64_t>(sum, std::numeric_limits<int32_t>::min(),
-                                      std::numeric_limits<int32_t>::max());
-          }
-          s.d[(size_t(g) * M + i) * N + j] = uint32_t(sum);
-        }
+      const int64_t* ag = a + size_t(g) * M * K;
+      const int64_t* bg = b + size_t(g) * K * N;
+      int64_t* cg = c + size_t(g) * M * N;
+      if (mi.a == Elem::b1 && mi.bit_xor)
+        products(M, N, K, ag, bg, cg, [](int64_t s, int64_t x, int64_t y) { return s + (x ^ y); });
+      else if (mi.a == Elem::b1)
+        products(M, N, K, ag, bg, cg, [](int64_t s, int64_t x, int64_t y) { return s + (x & y); });
+      else
+        products(M, N, K, ag, bg, cg, [](int64_t s, int64_t x, int64_t y) { return s + x * y; });
+    }
+    for (size_t i = 0; i < nc; ++i) {
+      int64_t sum = c[i];
+      if (mi.satfinite) {
+        sum = std::clamp<int64_t>(sum, std::numeric_limits<int32_t>::min(),
+                                  std::numeric_limits<int32_t>::max());
       }
+      d[i] = uint32_t(sum);
     }
   } else {
-    s.fa.assign(na, 0);
-    s.fb.assign(nb, 0);
-    s.fc.assign(nc, 0);
-    decode_operand(ra, mi.na, mi.a, p.a.data(), s.fa.data());
-    decode_operand(rb, mi.nb, mi.b, p.b.data(), s.fb.data());
-    decode_operand(rc, mi.nc, mi.c, p.c.data(), s.fc.data());
-    for (uint32_t g = 0; g < G; ++g) {
-      for (uint32_t i = 0; i < M; ++i) {
-        const double* ar = &s.fa[(size_t(g) * M + i) * K];
-        for (uint32_t j = 0; j < N; ++j) {
-          const double* bc = &s.fb[(size_t(g) * N + j) * K];
-          const double c = s.fc[(size_t(g) * M + i) * N + j];
-          double sum;
-          if (mi.a == Elem::f64) {
-            // a chain of IEEE fmas in k order, round to nearest even
-            sum = c;
-            for (uint32_t kk = 0; kk < K; ++kk) sum = sem::fma_f64(ar[kk], bc[kk], sum);
-          } else {
-            // exact products (at most 11 + 11 significant bits), summed in binary64 in k order,
-            // the accumulator added last, rounded once to the result type
-            sum = 0;
-            for (uint32_t kk = 0; kk < K; ++kk) sum += ar[kk] * bc[kk];
-            sum += c;
-          }
-          s.d[(size_t(g) * M + i) * N + j] = from_double(mi.d, sum);
-        }
+    double a[k_max_a], b[k_max_b], c[k_max_c], sum[k_max_c];
+    decode_operand(ra, mi.na, mi.a, p.a.data(), a);
+    decode_operand(rb, mi.nb, mi.b, p.b.data(), b);
+    decode_operand(rc, mi.nc, mi.c, p.c.data(), c);
+    if (mi.a == Elem::f64) {
+      // a chain of IEEE fmas in k order, round to nearest even
+      std::copy(c, c + nc, sum);
+      for (uint32_t g = 0; g < G; ++g) {
+        products(M, N, K, a + size_t(g) * M * K, b + size_t(g) * K * N, sum + size_t(g) * M * N,
+                 [](double s, double x, double y) { return sem::fma_f64(x, y, s); });
       }
+    } else {
+      // exact products (at most 11 + 11 significant bits), summed in binary64 in k order, the
+      // accumulator added last, rounded once to the result type
+      std::fill(sum, sum + nc, 0.0);
+      for (uint32_t g = 0; g < G; ++g) {
+        products(M, N, K, a + size_t(g) * M * K, b + size_t(g) * K * N, sum + size_t(g) * M * N,
+                 [](double s, double x, double y) { return s + x * y; });
+      }
+      for (size_t i = 0; i < nc; ++i) sum[i] += c[i];
+    }
+    if (mi.d == Elem::f32) {
+      for (size_t i = 0; i < nc; ++i) {
+        const float f = float(sum[i]); // round to nearest (the executor's FpEnvGuard)
+        d[i] = f != f ? sem::k_nan_f32 : std::bit_cast<uint32_t>(f);
+      }
+    } else {
+      for (size_t i = 0; i < nc; ++i) d[i] = from_double(mi.d, sum[i]);
     }
   }
   const uint32_t E = elems_per_reg(mi.d), bits = elem_bits(mi.d);
@@ -452,7 +489,7 @@ void mma(const Insn& mi, const Lanes* in, Lanes* out) {
   for (uint32_t r = 0; r < mi.nd; ++r) {
     for (uint32_t lane = 0; lane < 32; ++lane) {
       uint64_t reg = 0;
-      for (uint32_t j = 0; j < E; ++j) reg |= (s.d[p.d[n++]] & mask) << (bits >= 64 ? 0 : j * bits);
+      for (uint32_t j = 0; j < E; ++j) reg |= (d[p.d[n++]] & mask) << (bits >= 64 ? 0 : j * bits);
       out[r][lane] = reg;
     }
   }

@@ -67,8 +67,8 @@ struct Insn {
 
 // Where every element of an mma's fragments lies, computed once per instruction: for each
 // register r, lane l and element j of a fragment (in that order), the element's index in the
-// operand's matrices: A as [group][row][k], B transposed as [group][col][k], C and D as
-// [group][row][col].
+// operand's matrices, row-major per group: A as [group][row][k], B as [group][k][col], C and D
+// as [group][row][col].
 struct Plan {
   uint32_t groups = 1;
   std::vector<uint16_t> a, b, c, d;

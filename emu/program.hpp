@@ -80,6 +80,10 @@ struct LaunchRequest {
   // this seed and the block's and thread's indices (emu/exec_fill.hpp), so that a kernel reading
   // what it never wrote gives results that change with the seed. 0: they start at zero.
   uint64_t fill_seed = 0;
+  // What %globaltimer reads at the launch's start, in ns: the context's epoch
+  // (HONE_EMU_GLOBALTIMER_EPOCH, else the host's real time at context creation) plus the launch's
+  // modeled start on its stream. A warp reads it plus its own modeled cycles in ns.
+  uint64_t globaltimer_ns = 0;
   // A cooperative launch (cuLaunchCooperativeKernel, CU_LAUNCH_ATTRIBUTE_COOPERATIVE): every block
   // runs at once, on a host thread of its own, and the kernel finds the workspace of grid-wide
   // barriers (cg::this_grid().sync()) where cooperative groups looks for it.

@@ -881,6 +881,7 @@ EntryInfo analyze_entry(const Module& module, const Function& entry) {
   std::set<std::string> sregs;
   std::map<Type, uint32_t> regs;
   std::set<Type> types_seen;
+  bool indirect_call = false;
   for (size_t fi = 0; fi < reached.size(); ++fi) {
     const Function& f = *reached[fi];
     if (fi > 0) {
@@ -936,6 +937,7 @@ EntryInfo analyze_entry(const Module& module, const Function& entry) {
         info.uses_texture = true;
         break;
       case Opcode::call:
+        indirect_call = indirect_call || call_target(*inst) == nullptr;
         for (const auto& o : inst->operands) {
           if (o.kind != Operand::Kind::symbol) continue;
           const Function* callee = module.function(o.name);
@@ -980,6 +982,12 @@ EntryInfo analyze_entry(const Module& module, const Function& entry) {
     }
   }
   info.special_registers.assign(sregs.begin(), sregs.end());
+  // Only an entry that may read such a register needs the dataflow analysis: one its instructions
+  // or those of the functions it calls name, or one hidden in text the IR keeps, or in a function
+  // an indirect call may reach.
+  bool external = info.has_opaque || indirect_call;
+  for (const auto& r : info.special_registers) external = external || external_kind(r);
+  if (external) info.external_dependences = external_dependences(module, entry);
   for (const auto& [t, n] : regs) {
     info.registers.push_back({t, n});
     info.total_registers += n;

@@ -120,6 +120,55 @@ struct RegisterCount {
   uint32_t count = 0;
 };
 
+// Special registers whose values depend on when or where a thread runs, or on what the driver
+// sets up, never on the kernel's inputs (PTX ISA, "Special Registers"), by what they expose.
+enum class External : uint8_t {
+  clock,     // %clock, %clock_hi, %clock64: the SM's cycle counter
+  timer,     // %globaltimer, %globaltimer_lo, %globaltimer_hi: a nanosecond wall clock
+  counters,  // %pm0..%pm7, %pm0_64..%pm7_64: performance-monitoring counters
+  placement, // %smid, %nsmid, %warpid, %nwarpid, %gridid: where (and which launch) it runs on
+  driver,    // %envreg0..%envreg31, %reserved_smem_offset_*, %current_graph_exec
+};
+
+// The kind of the special register `name` (`%clock64`, `%envreg3`; a `.x` component is ignored),
+// or nullopt for any other register (%tid.x, %ctaid.x, %laneid, ... depend on the launch shape
+// only, which validation replays as the application launched it).
+std::optional<External> external_kind(std::string_view name);
+// "a cycle counter", "the global timer", ... for messages.
+std::string_view external_text(External kind);
+
+// A store, or another effect an application can see, whose value, address or execution can
+// depend on an External special register. What "depends" means (a dataflow analysis over the
+// entry and every function it calls, ptx/analysis_external.cpp): a register written by an
+// instruction that reads such a register, or any register it derives from, depends on it; so
+// does a value loaded from memory of a space (shared, local, parameter, global) into which a
+// dependent value was stored, or at a dependent address; and every register written and every
+// effect executed where a branch or guard on a dependent predicate decides whether it executes
+// (control dependence, from post-dominators: what follows the join of the branch's paths does
+// not depend on it, so a spin loop on %clock64 that only delays taints nothing after it).
+// Effects are stores, atomics and other writes to global or generic memory, `trap`, and calls
+// whose target does not have a body here (other than vprintf, malloc and free); printf output is
+// not compared, so its arguments are not effects.
+struct ExternalDependence {
+  External kind = External::clock;
+  std::string sreg;           // the register read, as written: %globaltimer
+  std::string read_function;  // the first instruction that reads it
+  std::string read_instruction;
+  SourceLoc read_loc;
+  std::string function;       // the effect
+  std::string instruction;
+  SourceLoc loc;
+  // How, the first that holds of: its guard predicate derives from it; a branch that derives from
+  // it decides whether it executes; the value it writes derives from it; its address does.
+  enum class Via : uint8_t { value, address, guard, branch };
+  Via via = Via::value;
+  // Via::branch: a branch (or guarded return, exit, call) whose predicate depends on it and that
+  // decides whether the effect executes.
+  std::string branch_function;
+  std::string branch_instruction;
+  SourceLoc branch_loc;
+};
+
 struct EntryInfo {
   std::string name;
   std::vector<ParamInfo> params;
@@ -158,6 +207,9 @@ struct EntryInfo {
   // Accesses whose address derives only from the kernel's own variables (its local depot, shared
   // memory, its module's variables) are left out: no other kernel reaches them.
   std::vector<UnwaitedAccess> unwaited_accesses;
+  // For each kind of External register, the first effect (the entry's, then each callee's in
+  // `callees` order) that can depend on one of that kind; at most one per kind, in kind order.
+  std::vector<ExternalDependence> external_dependences;
 
   std::optional<std::array<int64_t, 3>> maxntid;
   std::optional<std::array<int64_t, 3>> reqntid;
@@ -169,6 +221,8 @@ struct EntryInfo {
 
 // Analyze one entry of `module`.
 EntryInfo analyze_entry(const Module& module, const Function& entry);
+// EntryInfo::external_dependences of `entry` (analyze_entry fills it in).
+std::vector<ExternalDependence> external_dependences(const Module& module, const Function& entry);
 // Analyze every entry with a body, in module order.
 std::vector<EntryInfo> analyze(const Module& module);
 

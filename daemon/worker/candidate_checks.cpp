@@ -235,6 +235,57 @@ std::optional<Failure> dependent_launch_race(const ptx::EntryInfo& original,
   return std::nullopt;
 }
 
+// What a result of a kernel whose stores depend on a register of `kind` can change with.
+std::string_view changes_with(ptx::External kind) {
+  switch (kind) {
+  case ptx::External::clock: return "timing (how many cycles each warp has run when it reads it)";
+  case ptx::External::timer: return "the date and time (a time bomb: right until a given day)";
+  case ptx::External::counters: return "what the performance counters happen to count";
+  case ptx::External::placement:
+    return "the SM or warp slot a block happens to land on, or the launch's sequence number";
+  case ptx::External::driver: return "what the driver sets up for the launch";
+  }
+  return "something other than its inputs";
+}
+
+// A kernel's results must be a function of its inputs: validation runs the candidate a few times
+// and compares, so a result that depends on the time, the clock or where a block runs can pass
+// every run and be wrong later, or elsewhere (a time bomb keyed on %globaltimer, a shortcut taken
+// on one SM). A candidate whose stores can depend on a kind of special register the original's
+// stores cannot depend on is refused; reading one for what never reaches a store (a spin loop
+// that only delays, timing that is printed) is allowed.
+std::optional<Failure> external_state(const ptx::EntryInfo& original,
+                                      const ptx::EntryInfo& candidate) {
+  std::set<ptx::External> allowed;
+  for (const auto& d : original.external_dependences) allowed.insert(d.kind);
+  for (const auto& d : candidate.external_dependences) {
+    if (allowed.count(d.kind)) continue;
+    using Via = ptx::ExternalDependence::Via;
+    std::string how;
+    switch (d.via) {
+    case Via::value: how = "the value it writes derives from it"; break;
+    case Via::address: how = "the address it writes derives from it"; break;
+    case Via::guard: how = "its guard predicate derives from it"; break;
+    case Via::branch:
+      how = d.branch_instruction.empty()
+                ? std::string("a branch on a value derived from it decides whether it executes")
+                : quoted(d.branch_instruction, d.branch_function, d.branch_loc) +
+                      ", a branch on a value derived from it, decides whether it executes";
+      break;
+    }
+    return refuse("external-state",
+                  "the candidate's " + quoted(d.instruction, d.function, d.loc) +
+                      " can depend on " + d.sreg + " (" +
+                      std::string(ptx::external_text(d.kind)) + "), read at " +
+                      quoted(d.read_instruction, d.read_function, d.read_loc) + ": " + how +
+                      "; the original's stores depend on no register of that kind, so the "
+                      "candidate's results could change with " +
+                      std::string(changes_with(d.kind)) +
+                      " while every validation run passes");
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 std::optional<Failure> check_candidate_of_unknown(const ptx::EntryInfo& candidate) {
@@ -259,6 +310,7 @@ std::optional<Failure> check_candidate(const ptx::EntryInfo& original,
                                        const ptx::EntryInfo& candidate) {
   if (auto f = state_across_launches(original, candidate)) return f;
   if (auto f = input_modification(original, candidate)) return f;
+  if (auto f = external_state(original, candidate)) return f;
   if (auto f = dependent_launch_race(original, candidate)) return f;
   return precision_downgrade(original, candidate);
 }

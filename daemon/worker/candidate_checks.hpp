@@ -20,10 +20,14 @@ namespace hone::worker {
 //    path, reads global memory through a pointer the original does not read before its own wait,
 //    writes through one the original does not write before it, or touches memory at an address
 //    the analysis cannot trace to a parameter;
+//  - has stores (or a trap) whose value, address or execution can depend on a special register
+//    that says when or where it runs (%clock64, %globaltimer, %smid, %warpid, %envreg*, ...:
+//    ptx::External) of a kind the original's stores cannot depend on (external-state);
 //  - names f16, bf16, tf32 or fp8 types the original, f32 or f64 code, never names, unless the
 //    original moves elements of that size through its pointers (precision-downgrade).
 // Refuses only what the analysis traces for certain, except before a griddepcontrol.wait, where
-// what it cannot trace is refused; nullopt otherwise.
+// what it cannot trace is refused, and for external-state, where a dependence the analysis cannot
+// rule out is refused (it errs on the side of "depends"); nullopt otherwise.
 std::optional<Failure> check_candidate(const ptx::EntryInfo& original,
                                        const ptx::EntryInfo& candidate);
 

@@ -20,6 +20,14 @@ constexpr const char* k_seed_env = "HONE_EMU_SCHEDULE_SEED";
 // (the schedule seed, unless a diagnosis asks for another): a candidate that reads memory it never
 // wrote gives different results. A real driver ignores it.
 constexpr const char* k_fill_env = "HONE_EMU_FILL_SEED";
+// And counts %globaltimer from this epoch (ns since the Unix epoch), set for every run
+// (CaptureCheck::epoch_for): a result keyed on the date differs between runs. A real driver
+// ignores it.
+constexpr const char* k_epoch_env = "HONE_EMU_GLOBALTIMER_EPOCH";
+// The other schedules' epochs: the present plus 2^62 ns (146 years) plus up to 2^60 (36 years),
+// below 2^63 until about 2079, so that a signed comparison with a date sees a late one too.
+constexpr uint64_t k_later = 1ull << 62;
+constexpr uint64_t k_later_spread = 1ull << 60;
 // A fill seed no schedule seed gives (schedule seeds are below 2^31).
 constexpr uint64_t k_other_fill = 0xF111'5EEDull << 32;
 // The guard zones' second pattern (every byte flipped in 7 bits).
@@ -60,9 +68,19 @@ CaptureCheck::CaptureCheck(Device& device, const Job& job, size_t index, std::st
                            RunClock* clock)
     : m_device(device), m_job(job), m_capture(job.captures[index]), m_index(index), m_data(data),
       m_entry(entry), m_kernels(kernels), m_watchdog(watchdog), m_clock(clock) {
+  m_present_ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count());
   m_shape.grid = m_capture.grid;
   m_shape.block = m_capture.block;
   m_shape.shared_bytes = m_capture.shared_bytes;
+}
+
+uint64_t CaptureCheck::epoch_for(uint64_t seed) const {
+  if (seed == m_first_seed) return m_present_ns;
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 31;
+  return m_present_ns + k_later + x % k_later_spread;
 }
 
 std::string CaptureCheck::param_name(uint32_t param) const {
@@ -210,6 +228,7 @@ std::optional<Failure> CaptureCheck::run(Who who, Fill fill, uint64_t seed,
   }
   set_seed(k_seed_env, seed);
   set_seed(k_fill_env, m_fill_seed ? *m_fill_seed : seed);
+  ::setenv(k_epoch_env, std::to_string(m_epoch ? *m_epoch : epoch_for(seed)).c_str(), 1);
   CUfunction fn = who == Who::original ? m_kernels.original : m_kernels.candidate;
   if (who == Who::candidate && m_watchdog) {
     // Generous: a correct candidate is not many times slower than the original.
@@ -296,6 +315,8 @@ std::optional<Failure> CaptureCheck::learn_allocations() {
 std::optional<Failure> CaptureCheck::validate(uint64_t seed1, uint64_t seed2) {
   ReleaseAtExit release_at_exit{this};
   m_runs = 0;
+  m_first_seed = seed1;
+  m_second_seed = seed2;
   m_perturbed = nlohmann::json::array();
   if (auto f = learn_allocations()) return f;
   if (auto f = place()) return f;
@@ -472,6 +493,9 @@ std::optional<Failure> CaptureCheck::check_candidate(const OriginalRuns& origina
     const char* what = pattern == "out-of-bounds" ? "it reads outside its buffers"
                        : pattern == "uninitialized-memory"
                            ? "it reads shared or local memory it never wrote"
+                       : pattern == "external-state"
+                           ? "it depends on the time: %globaltimer counted from another epoch "
+                             "gives another result"
                            : "a race: the result depends on the schedule";
     Failure f{VerdictKind::nondeterministic,
               "two runs of the candidate on capture " + std::to_string(m_index) + " differ (" +
@@ -747,9 +771,32 @@ std::variant<std::string_view, Failure> CaptureCheck::diagnose(uint64_t seed, Fi
     return false;
   };
   Placement::Snapshot probe;
+  std::optional<Failure> f;
+  // The same run with %globaltimer counted from other epochs (the present, 36 years before it,
+  // 146 years after it: a date compared with the clock falls between two of them). First, when
+  // the candidate reads it: every run of it sees another time (the stream's clock moves on), so a
+  // probe below would see the difference too and blame something else. The probes below keep the
+  // epoch of the run that showed the difference.
+  const uint64_t epoch = epoch_for(seed);
+  if (m_reads_timer) {
+    for (uint64_t other : {m_present_ns, m_present_ns - k_later_spread,
+                           epoch_for(m_second_seed ? m_second_seed : ~seed)}) {
+      if (other == epoch) continue;
+      m_epoch = other;
+      f = run(Who::candidate, fill, seed, probe);
+      m_epoch.reset();
+      if (f) return *f;
+      if (differs(probe)) return std::string_view("external-state");
+    }
+  }
+  m_epoch = epoch;
+  struct Unpin {
+    std::optional<uint64_t>& epoch;
+    ~Unpin() { epoch.reset(); }
+  } unpin{m_epoch};
   // Another guard pattern: a write there is a guard hit (run() says so), a read changes the result.
   m_placement->set_guard_mask(k_other_guard);
-  auto f = run(Who::candidate, fill, seed, probe);
+  f = run(Who::candidate, fill, seed, probe);
   m_placement->set_guard_mask(0);
   if (f) return *f;
   if (differs(probe)) return std::string_view("out-of-bounds");
@@ -801,6 +848,8 @@ std::string_view CaptureCheck::mismatch_pattern(size_t a, std::string_view want,
 std::optional<Failure> CaptureCheck::shadow(uint64_t seed1, uint64_t seed2) {
   ReleaseAtExit release_at_exit{this};
   m_runs = 0;
+  m_first_seed = seed1;
+  m_second_seed = seed2;
   m_perturbed = nlohmann::json::array();
   if (auto f = learn_allocations()) return f;
   if (auto f = place()) return f;
@@ -894,6 +943,7 @@ std::variant<double, Failure> CaptureCheck::timed_run(bool candidate) {
   }
   ::unsetenv(k_seed_env);
   ::unsetenv(k_fill_env);
+  ::unsetenv(k_epoch_env);
   // Each timed run starts from a cold L2 (on a GPU): a candidate is not timed on data a restore
   // or the other kernel left in cache.
   m_l2_flushed = m_device.flush_l2();
@@ -950,6 +1000,10 @@ nlohmann::json CaptureCheck::evidence() const {
          {"restore", m_restore_how},
          {"runs", m_runs},
          {"allocations", std::move(allocations)}};
+  // What %globaltimer counted from on the emulated device under each schedule (ns since 1970).
+  if (m_first_seed) {
+    j["globaltimer_epochs_ns"] = {epoch_for(m_first_seed), epoch_for(m_second_seed)};
+  }
   // The original's runs of steps a-c were an earlier job's, on the same capture and seeds.
   if (m_reused_from) j["original_runs_from_job"] = *m_reused_from;
   if (!m_perturbed.empty()) j["perturbed"] = m_perturbed;

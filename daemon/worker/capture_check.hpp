@@ -112,6 +112,9 @@ public:
 
   // Where validate() keeps what it learned from the original, and looks for it (may be null).
   void use_memo(OriginalMemo* memo) { m_memo = memo; }
+  // Whether the candidate may read %globaltimer (its PTX names it, or it has no PTX): a result
+  // that differs between runs is then first tried under another epoch (external-state).
+  void candidate_reads_timer(bool reads) { m_reads_timer = reads; }
   // The original's runs came from the memo in the last validate(): the job that ran them.
   std::optional<uint64_t> original_reused_from() const { return m_reused_from; }
 
@@ -177,6 +180,15 @@ private:
   // Seeds for the emulated device's fill of shared and local memory: the schedule seed unless
   // a diagnosis sets another.
   std::optional<uint64_t> m_fill_seed;
+  // The emulated device's %globaltimer epoch (HONE_EMU_GLOBALTIMER_EPOCH) of a run under schedule
+  // `seed`: the present (when this check was made) for the first schedule, a seeded time some 150
+  // years later for every other, so that a result keyed on the date differs between the runs.
+  // A diagnosis may pin another.
+  uint64_t epoch_for(uint64_t seed) const;
+  uint64_t m_present_ns = 0;
+  uint64_t m_first_seed = 0, m_second_seed = 0;
+  std::optional<uint64_t> m_epoch;
+  bool m_reads_timer = true;
   nlohmann::json m_perturbed = nlohmann::json::array(); // evidence of step g
   bool m_l2_flushed = false; // the last timed run started from a flushed L2
 };

@@ -210,10 +210,14 @@ std::optional<Failure> JobRun::go() {
   }
   m_bench_capture = usable.front();
   const ptx::EntryInfo* entry = m_entry ? &*m_entry : nullptr;
+  // PTX reads %globaltimer only by naming it; a cubin may read it anywhere.
+  const bool reads_timer =
+      candidate->ptx.empty() || candidate->ptx.find("%globaltimer") != std::string::npos;
   for (size_t i : usable) {
     m_checks.push_back(std::make_unique<CaptureCheck>(m_device, m_job, i, m_bundle.capture_data[i],
                                                       entry, m_kernels, m_watchdog, &m_clock));
     m_checks.back()->use_memo(m_memo);
+    m_checks.back()->candidate_reads_timer(reads_timer);
   }
 
   // 2-3. Validation on every capture.

@@ -18,7 +18,7 @@ struct CompiledKernel;
 namespace hone::emu::jit {
 
 // Bumped whenever Frame, Helpers or Api change: the runner refuses a library of another version.
-constexpr uint32_t k_abi_version = 11;
+constexpr uint32_t k_abi_version = 12;
 
 // Uniform special registers, the same in every lane of a block (Frame::uniform).
 enum Uniform : uint32_t {
@@ -26,6 +26,7 @@ enum Uniform : uint32_t {
   k_u_ntid_x, k_u_ntid_y, k_u_ntid_z,
   k_u_nctaid_x, k_u_nctaid_y, k_u_nctaid_z,
   k_u_smid, k_u_shared_size, k_u_dynamic_shared, k_u_envreg1, k_u_envreg2,
+  k_u_globaltimer, // %globaltimer at the launch's start (LaunchRequest::globaltimer_ns)
   k_u_count,
 };
 

@@ -81,9 +81,11 @@ llvm::Value* Gen::sreg(Sreg s) {
   auto uni = [&](Uniform u) { return B.CreateVectorSplat(k_lanes, uniform[u]); };
   auto scalar = [&](llvm::Value* v) { return B.CreateVectorSplat(k_lanes, v); };
   auto low32 = [&](llvm::Value* v) { return B.CreateZExt(B.CreateTrunc(v, i32), i64); };
+  // the interpreter's globaltimer(): the launch's start plus the warp's cycles in ns
   auto timer = [&] {
-    return B.CreateUDiv(B.CreateMul(get(l_cycles), B.getInt64(1'000'000)),
-                        B.getInt64(DeviceLimits::k_clock_khz));
+    return B.CreateAdd(uniform[k_u_globaltimer],
+                       B.CreateUDiv(B.CreateMul(get(l_cycles), B.getInt64(1'000'000)),
+                                    B.getInt64(DeviceLimits::k_clock_khz)));
   };
   switch (s) {
   case Sreg::tid_x: return tid_lanes(0);

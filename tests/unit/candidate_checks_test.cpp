@@ -753,6 +753,303 @@ extern "C" __global__ void first(float a, const float* x, float* y, int n)
       << describe(worker::check_candidate_of_unknown(first));
 }
 
+// --- external-state ----------------------------------------------------------------------------
+
+// A scale kernel in PTX that reads the special register `sreg` into %rd9 (its width given by
+// `wide`) and lets it reach the store of y[i] as `use` says: "value", "address", "guard",
+// "branch", or "" (read and never used).
+std::string sreg_scale(const std::string& sreg, bool wide, const std::string& use) {
+  std::string read = wide ? "mov.u64 %rd9, " + sreg + ";\n"
+                          : "mov.u32 %r9, " + sreg + ";\ncvt.u64.u32 %rd9, %r9;\n";
+  std::string body;
+  std::string store = "st.global.f32 [%rd7], %f3;\n";
+  if (use == "value") {
+    body = "cvt.rn.f32.u64 %f4, %rd9;\nadd.f32 %f3, %f3, %f4;\n";
+  } else if (use == "address") {
+    body = "and.b64 %rd10, %rd9, 4;\nadd.s64 %rd7, %rd7, %rd10;\n";
+  } else if (use == "guard") {
+    body = "setp.eq.u64 %p2, %rd9, 7;\n";
+    store = "@!%p2 " + store;
+  } else if (use == "branch") {
+    body = "setp.eq.u64 %p2, %rd9, 7;\n@%p2 bra DONE;\n";
+  }
+  return R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .f32 a, .param .u64 x, .param .u64 y, .param .u32 n)
+{
+.reg .pred %p<4>;
+.reg .b32 %r<16>;
+.reg .f32 %f<8>;
+.reg .b64 %rd<16>;
+ld.param.f32 %f1, [a];
+ld.param.u64 %rd1, [x];
+ld.param.u64 %rd2, [y];
+ld.param.u32 %r1, [n];
+mov.u32 %r2, %ctaid.x;
+mov.u32 %r3, %ntid.x;
+mov.u32 %r4, %tid.x;
+mad.lo.s32 %r5, %r2, %r3, %r4;
+setp.ge.s32 %p1, %r5, %r1;
+@%p1 bra DONE;
+cvta.to.global.u64 %rd3, %rd1;
+cvta.to.global.u64 %rd4, %rd2;
+mul.wide.s32 %rd5, %r5, 4;
+add.s64 %rd6, %rd3, %rd5;
+add.s64 %rd7, %rd4, %rd5;
+ld.global.f32 %f2, [%rd6];
+mul.f32 %f3, %f2, %f1;
+)" + read + body + store + R"(DONE:
+ret;
+}
+)";
+}
+
+// The plain scale kernel in the same PTX form.
+const ptx::EntryInfo& ptx_scale() {
+  static const ptx::EntryInfo info = analyze_ptx(sreg_scale("%tid.x", false, "value"), "k");
+  return info;
+}
+
+// Every special register whose value says when or where a thread runs, reaching a store by its
+// value, its address, its guard or a branch before it, is refused naming the register, the store
+// and how; %tid.x, which the launch shape fixes, is not.
+TEST(ExternalState, EachKindOfRegisterReachingAStoreIsRefused) {
+  ASSERT_TRUE(ptx_scale().external_dependences.empty());
+  ASSERT_EQ(worker::check_candidate(ptx_scale(), ptx_scale()), std::nullopt);
+  struct Reg {
+    const char* name;
+    bool wide;
+    ptx::External kind;
+  };
+  const Reg regs[] = {
+      {"%clock", false, ptx::External::clock},
+      {"%clock_hi", false, ptx::External::clock},
+      {"%clock64", true, ptx::External::clock},
+      {"%globaltimer", true, ptx::External::timer},
+      {"%globaltimer_lo", false, ptx::External::timer},
+      {"%globaltimer_hi", false, ptx::External::timer},
+      {"%pm0", false, ptx::External::counters},
+      {"%pm7_64", true, ptx::External::counters},
+      {"%smid", false, ptx::External::placement},
+      {"%nsmid", false, ptx::External::placement},
+      {"%warpid", false, ptx::External::placement},
+      {"%nwarpid", false, ptx::External::placement},
+      {"%gridid", true, ptx::External::placement},
+      {"%envreg0", false, ptx::External::driver},
+      {"%envreg31", false, ptx::External::driver},
+      {"%reserved_smem_offset_begin", false, ptx::External::driver},
+      {"%current_graph_exec", true, ptx::External::driver},
+  };
+  const std::pair<const char*, const char*> uses[] = {
+      {"value", "the value it writes derives from it"},
+      {"address", "the address it writes derives from it"},
+      {"guard", "its guard predicate derives from it"},
+      {"branch", "decides whether it executes"},
+  };
+  for (const auto& r : regs) {
+    ASSERT_EQ(ptx::external_kind(r.name), r.kind) << r.name;
+    for (const auto& [use, how] : uses) {
+      SCOPED_TRACE(std::string(r.name) + " by " + use);
+      auto c = analyze_ptx(sreg_scale(r.name, r.wide, use), "k");
+      ASSERT_EQ(c.external_dependences.size(), 1u);
+      const auto& d = c.external_dependences.front();
+      EXPECT_EQ(d.kind, r.kind);
+      EXPECT_EQ(d.sreg, r.name);
+      EXPECT_NE(d.instruction.find("st.global.f32"), std::string::npos) << d.instruction;
+      EXPECT_NE(d.read_instruction.find(r.name), std::string::npos) << d.read_instruction;
+      std::vector<std::string_view> pieces{r.name, "st.global.f32", how,
+                                           "the original's stores depend on no register"};
+      if (std::string_view(use) == "branch") {
+        EXPECT_EQ(d.via, ptx::ExternalDependence::Via::branch);
+        EXPECT_NE(d.branch_instruction.find("bra DONE"), std::string::npos);
+        pieces.push_back("bra DONE");
+      }
+      auto f = worker::check_candidate(ptx_scale(), c);
+      ASSERT_TRUE(f);
+      EXPECT_EQ(f->kind, VerdictKind::refused);
+      EXPECT_EQ(f->pattern, "external-state");
+      for (auto p : pieces) EXPECT_NE(f->message.find(p), std::string::npos) << p << "\n" << describe(f);
+    }
+  }
+  // Registers of the launch shape are inputs: validation replays the shape the application used.
+  for (const char* shape : {"%tid.x", "%ctaid.y", "%nctaid.x", "%laneid", "%lanemask_lt",
+                            "%dynamic_smem_size", "%clusterid.x"}) {
+    EXPECT_EQ(ptx::external_kind(shape), std::nullopt) << shape;
+    auto c = analyze_ptx(sreg_scale(shape, false, "branch"), "k");
+    EXPECT_TRUE(c.external_dependences.empty()) << shape;
+  }
+}
+
+// Reading one for what never reaches a store is allowed: a spin loop that only delays, a read
+// whose value is dropped, timing that is only printed.
+TEST(ExternalState, TimingThatNeverReachesAStoreIsAllowed) {
+  for (const char* sreg : {"%clock64", "%globaltimer", "%smid"}) {
+    auto c = analyze_ptx(sreg_scale(sreg, std::string(sreg) != "%smid", ""), "k");
+    EXPECT_TRUE(c.external_dependences.empty()) << sreg;
+  }
+  // The spin loop's exit branch depends on %clock64; the store after its join does not.
+  std::string spin = sreg_scale("%tid.x", false, "value");
+  spin.replace(spin.find("ld.global.f32"), 0,
+               "mov.u64 %rd12, %clock64;\nSPIN:\nmov.u64 %rd13, %clock64;\nsub.s64 %rd14, %rd13, "
+               "%rd12;\nsetp.lt.s64 %p3, %rd14, 1000;\n@%p3 bra SPIN;\n");
+  auto spinning = analyze_ptx(spin, "k");
+  EXPECT_TRUE(spinning.external_dependences.empty());
+  EXPECT_EQ(worker::check_candidate(ptx_scale(), spinning), std::nullopt)
+      << describe(worker::check_candidate(ptx_scale(), spinning));
+
+  // The same from CUDA C++: a delay loop on clock64(), and the elapsed time printed.
+  auto compiled = analyze_cuda(R"(
+extern "C" __global__ void scale_timed(float a, const float* x, float* y, int n)
+{
+    long long t0 = clock64();
+    while (clock64() - t0 < 1000) {}
+    unsigned long long start;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+    unsigned long long end;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(end));
+    if (i == 0) printf("took %llu ns, %lld cycles\n", end - start, clock64() - t0);
+}
+)",
+                               "scale_timed");
+  ASSERT_NE(std::find(compiled.special_registers.begin(), compiled.special_registers.end(),
+                      "%globaltimer"),
+            compiled.special_registers.end());
+  EXPECT_TRUE(compiled.external_dependences.empty())
+      << compiled.external_dependences.front().instruction;
+  EXPECT_EQ(worker::check_candidate(scale(), compiled), std::nullopt)
+      << describe(worker::check_candidate(scale(), compiled));
+}
+
+// The dependence is followed through shared memory, called functions (arguments, results, a
+// function that may end the thread) and loops.
+TEST(ExternalState, DependenceIsFollowedThroughMemoryCallsAndLoops) {
+  // A time bomb in CUDA C++: the timer is read in a helper and the kernel returns early after
+  // 1 January 2100.
+  auto bomb = analyze_cuda(R"(
+__device__ __noinline__ unsigned long long now()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+extern "C" __global__ void scale_bomb(float a, const float* x, float* y, int n)
+{
+    if (now() >= 4102444800ull * 1000000000ull) return;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = a * x[i];
+}
+)",
+                           "scale_bomb");
+  ASSERT_FALSE(bomb.callees.empty()) << "NVRTC inlined the helper: the case tests nothing";
+  expect_refused(worker::check_candidate(scale(), bomb), "external-state",
+                 {"%globaltimer", "st.global.f32", "a time bomb", bomb.callees.front()});
+
+  // Staged through shared memory: one thread reads %smid, every thread reads it back.
+  auto shared = analyze_cuda(R"(
+extern "C" __global__ void scale_sm(float a, const float* x, float* y, int n)
+{
+    __shared__ unsigned sm;
+    if (threadIdx.x == 0) asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    __syncthreads();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = sm > 127 ? 0.0f : a * x[i];
+}
+)",
+                             "scale_sm");
+  expect_refused(worker::check_candidate(scale(), shared), "external-state",
+                 {"%smid", "st.global.f32", "SM"});
+
+  // A loop that counts how long it ran, and the count reaches the store.
+  auto counted = analyze_cuda(R"(
+extern "C" __global__ void scale_count(float a, const float* x, float* y, int n)
+{
+    long long t0 = clock64();
+    int spins = 0;
+    while (clock64() - t0 < 1000) ++spins;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + (spins > 100000 ? 1.0f : 0.0f);
+}
+)",
+                              "scale_count");
+  expect_refused(worker::check_candidate(scale(), counted), "external-state",
+                 {"%clock64", "st.global.f32", "timing"});
+
+  // A function that exits the thread on a condition of the timer: what the caller stores after
+  // calling it executes only if it did not.
+  std::string exits = sreg_scale("%tid.x", false, "value");
+  exits.replace(exits.find(".visible .entry"), 0,
+                ".func check()\n{\n.reg .pred %q<2>;\n.reg .b64 %t<2>;\n"
+                "mov.u64 %t0, %globaltimer;\nsetp.gt.u64 %q0, %t0, 4102444800000000000;\n"
+                "@%q0 exit;\nret;\n}\n");
+  exits.replace(exits.find("ld.global.f32"), 0, "call.uni check, ();\n");
+  auto exiting = analyze_ptx(exits, "k");
+  ASSERT_EQ(exiting.external_dependences.size(), 1u);
+  EXPECT_EQ(exiting.external_dependences[0].via, ptx::ExternalDependence::Via::branch);
+  EXPECT_EQ(exiting.external_dependences[0].read_function, "check");
+  EXPECT_NE(exiting.external_dependences[0].branch_instruction.find("call"), std::string::npos);
+
+  // A result passed back through .reg parameters.
+  std::string through = sreg_scale("%tid.x", false, "value");
+  through.replace(through.find(".visible .entry"), 0,
+                  ".func (.reg .b64 %out) lap(.reg .b64 %in)\n{\n"
+                  "mov.u64 %out, %clock64;\nadd.u64 %out, %out, %in;\nret;\n}\n");
+  through.replace(through.find("st.global.f32"), 0,
+                  "call.uni (%rd11), lap, (%rd5);\ncvt.rn.f32.u64 %f5, %rd11;\n"
+                  "add.f32 %f3, %f3, %f5;\n");
+  auto lapped = analyze_ptx(through, "k");
+  ASSERT_EQ(lapped.external_dependences.size(), 1u);
+  EXPECT_EQ(lapped.external_dependences[0].via, ptx::ExternalDependence::Via::value);
+  EXPECT_EQ(lapped.external_dependences[0].read_function, "lap");
+}
+
+// An original whose stores depend on a kind of register may have candidates whose stores depend
+// on the same kind (a kernel that records its own timing); another kind is still refused.
+TEST(ExternalState, AllowedWhereTheOriginalDependsOnTheSameKind) {
+  auto original = analyze_cuda(R"(
+extern "C" __global__ void scale_clocked(float a, const float* x, float* y, int n,
+                                         long long* cycles)
+{
+    long long t0 = clock64();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+    if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - t0;
+}
+)",
+                               "scale_clocked");
+  ASSERT_EQ(original.external_dependences.size(), 1u);
+  EXPECT_EQ(original.external_dependences[0].kind, ptx::External::clock);
+  auto same = analyze_cuda(R"(
+extern "C" __global__ void scale_clocked2(float a, const float* x, float* y, int n,
+                                          long long* cycles)
+{
+    long long t0 = clock64();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = a * x[i];
+    if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - t0;
+}
+)",
+                           "scale_clocked2");
+  EXPECT_EQ(worker::check_candidate(original, same), std::nullopt)
+      << describe(worker::check_candidate(original, same));
+  auto timer = analyze_cuda(R"(
+extern "C" __global__ void scale_timed(float a, const float* x, float* y, int n,
+                                       long long* cycles)
+{
+    unsigned long long t0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+    if (threadIdx.x == 0) cycles[blockIdx.x] = (long long)t0;
+}
+)",
+                            "scale_timed");
+  expect_refused(worker::check_candidate(original, timer), "external-state",
+                 {"%globaltimer", "st.global.u64"});
+}
+
 // --- an honest rewrite -------------------------------------------------------------------------
 
 TEST(CandidateChecks, APlainCorrectRewritePasses) {

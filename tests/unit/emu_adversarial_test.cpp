@@ -216,6 +216,23 @@ LOOP:
     ret;
 }
 
+// The generic address of the first __shared__ variable (offset 0 in the shared window): a GPU's
+// cvta gives the window's base there, not a null pointer, and a store through it lands.
+.visible .entry first_shared_generic(.param .u64 out)
+{
+    .shared .align 8 .b8 smem[64];
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    cvta.shared.u64 %rd1, smem;
+    mov.u32 %r1, 77;
+    st.u32 [%rd1], %r1;
+    bar.sync 0;
+    ld.shared.u32 %r2, [smem];
+    ld.param.u64 %rd2, [out];
+    st.global.u32 [%rd2], %r2;
+    ret;
+}
+
 // An atomic add on a misaligned 4-byte word, through a generic address.
 .visible .entry misaligned_atomic(.param .u64 out)
 {
@@ -462,6 +479,15 @@ TEST_F(EmuAdversarial, StoreToConstantMemoryThroughAGlobalPointer) {
   EXPECT_EQ(values[0], 1);
   EXPECT_EQ(values[1], 99);
   EXPECT_EQ(values[2], 3);
+}
+
+TEST_F(EmuAdversarial, TheFirstSharedVariableHasANonNullGenericAddress) {
+  CUdeviceptr out = alloc(4);
+  ASSERT_EQ(Cu{launch("first_shared_generic", 1, 32, 0, out)}, Cu{CUDA_SUCCESS});
+  ASSERT_EQ(Cu{cuCtxSynchronize()}, Cu{CUDA_SUCCESS});
+  int value = 0;
+  ASSERT_EQ(Cu{cuMemcpyDtoH(&value, out, 4)}, Cu{CUDA_SUCCESS});
+  EXPECT_EQ(value, 77);
 }
 
 TEST_F(EmuAdversarial, Trap) {

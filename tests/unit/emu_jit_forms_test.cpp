@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -572,5 +573,171 @@ const Form k_forms[] = {
 std::string form_name(const testing::TestParamInfo<Form>& info) { return info.param.name; }
 
 INSTANTIATE_TEST_SUITE_P(Forms, JitForms, testing::ValuesIn(k_forms), form_name);
+
+// --- %globaltimer --------------------------------------------------------------------------------
+
+// Each thread writes %globaltimer, %globaltimer_lo and %globaltimer_hi, then, after a loop, reads
+// %globaltimer again and %clock64: 5 values of 8 bytes.
+const char* k_timer_ptx = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry timer(.param .u64 out) {
+.reg .pred %p<2>;
+.reg .b32 %r<10>;
+.reg .b64 %rd<12>;
+mov.u32 %r1, %ctaid.x;
+mov.u32 %r2, %ntid.x;
+mov.u32 %r3, %tid.x;
+mad.lo.u32 %r4, %r1, %r2, %r3;
+ld.param.u64 %rd1, [out];
+mul.wide.u32 %rd2, %r4, 40;
+add.s64 %rd3, %rd1, %rd2;
+mov.u64 %rd4, %globaltimer;
+mov.u32 %r5, %globaltimer_lo;
+mov.u32 %r6, %globaltimer_hi;
+mov.u32 %r7, 0;
+LOOP:
+mad.lo.u32 %r8, %r7, %r7, %r4;
+add.u32 %r7, %r7, 1;
+setp.lt.u32 %p1, %r7, 200;
+@%p1 bra LOOP;
+mov.u64 %rd5, %globaltimer;
+mov.u64 %rd6, %clock64;
+st.global.u64 [%rd3], %rd4;
+cvt.u64.u32 %rd7, %r5;
+st.global.u64 [%rd3+8], %rd7;
+cvt.u64.u32 %rd8, %r6;
+st.global.u64 [%rd3+16], %rd8;
+st.global.u64 [%rd3+24], %rd5;
+st.global.u64 [%rd3+32], %rd6;
+ret;
+}
+)";
+
+constexpr uint32_t k_timer_threads = 256; // 2 blocks of 128
+
+struct TimerRun {
+  std::vector<uint64_t> direct; // a launch on the legacy stream, first in a fresh context
+  std::vector<uint64_t> graph;  // the same launch replayed from a graph right after it
+  std::string log;
+  std::string error;
+};
+
+// A fresh context (its streams' modeled clocks at 0), the kernel launched once and once more as a
+// graph, on execution path `path`.
+TimerRun run_timer(const char* path) {
+  TimerRun r;
+  testing::internal::CaptureStderr();
+  setenv("HONE_EMU_EXEC", path, 1);
+  CUcontext ctx = nullptr;
+  CUmodule m = nullptr;
+  CUfunction fn = nullptr;
+  CUdeviceptr out = 0;
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  CUstream stream = nullptr;
+  const size_t bytes = k_timer_threads * 40;
+  auto step = [&](const char* what, CUresult res) {
+    if (res != CUDA_SUCCESS && r.error.empty()) {
+      const char* name = nullptr;
+      cuGetErrorName(res, &name);
+      r.error = std::string(what) + ": " + (name ? name : "?");
+    }
+    return res == CUDA_SUCCESS && r.error.empty();
+  };
+  auto launch = [&](CUstream s) {
+    void* params[] = {&out};
+    return cuLaunchKernel(fn, k_timer_threads / 128, 1, 1, 128, 1, 1, 0, s, params, nullptr);
+  };
+  auto read = [&](std::vector<uint64_t>& into) {
+    into.resize(bytes / 8);
+    return cuMemcpyDtoH(into.data(), out, bytes);
+  };
+  if (step("cuCtxCreate", cuCtxCreate(&ctx, nullptr, 0, 0)) &&
+      step("cuModuleLoadData", cuModuleLoadData(&m, k_timer_ptx)) &&
+      step("cuModuleGetFunction", cuModuleGetFunction(&fn, m, "timer")) &&
+      step("cuMemAlloc", cuMemAlloc(&out, bytes)) &&
+      step("cuStreamCreate", cuStreamCreate(&stream, CU_STREAM_DEFAULT)) &&
+      step("cuLaunchKernel", launch(stream)) && step("cuStreamSynchronize", cuStreamSynchronize(stream)) &&
+      step("cuMemcpyDtoH", read(r.direct)) &&
+      step("cuStreamBeginCapture", cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL)) &&
+      step("the captured launch", launch(stream)) &&
+      step("cuStreamEndCapture", cuStreamEndCapture(stream, &graph)) &&
+      step("cuGraphInstantiate", cuGraphInstantiate(&exec, graph, 0)) &&
+      step("cuGraphLaunch", cuGraphLaunch(exec, stream)) &&
+      step("cuStreamSynchronize", cuStreamSynchronize(stream)) && step("cuMemcpyDtoH", read(r.graph))) {
+  }
+  if (exec) cuGraphExecDestroy(exec);
+  if (graph) cuGraphDestroy(graph);
+  if (stream) cuStreamDestroy(stream);
+  if (out) cuMemFree(out);
+  if (m) cuModuleUnload(m);
+  if (ctx) cuCtxDestroy(ctx);
+  unsetenv("HONE_EMU_EXEC");
+  r.log = testing::internal::GetCapturedStderr();
+  return r;
+}
+
+// %globaltimer is a global nanosecond clock, as on a GPU: the epoch (HONE_EMU_GLOBALTIMER_EPOCH,
+// read at every launch) plus the launch's modeled start on its stream plus the warp's cycles in
+// ns; every execution path reads the same values, _lo and _hi are its halves, and a later read
+// is later.
+TEST(JitSpecialRegisters, GlobaltimerCountsFromTheEpochOnEveryPath) {
+  ASSERT_TRUE(k_debug_log && k_one_thread);
+  ASSERT_EQ(use_context(), CUDA_SUCCESS);
+  const uint64_t epoch = 0x1234'5678'0000'0000ull; // its low 32 bits leave room: _hi is stable
+  ASSERT_EQ(setenv("HONE_EMU_GLOBALTIMER_EPOCH", std::to_string(epoch).c_str(), 1), 0);
+  const TimerRun interp = run_timer("interpret");
+  const TimerRun compiled = run_timer("compile");
+  const TimerRun reference = run_timer("reference");
+  unsetenv("HONE_EMU_GLOBALTIMER_EPOCH");
+  for (const TimerRun* r : {&interp, &compiled, &reference})
+    ASSERT_TRUE(r->error.empty()) << r->error << "\n" << r->log.substr(0, 2000);
+  EXPECT_NE(compiled.log.find("; compiled code, "), std::string::npos) << compiled.log.substr(0, 2000);
+  EXPECT_EQ(compiled.direct, interp.direct);
+  EXPECT_EQ(reference.direct, interp.direct);
+  EXPECT_EQ(compiled.graph, interp.graph);
+  EXPECT_EQ(reference.graph, interp.graph);
+  for (uint32_t t = 0; t < k_timer_threads; ++t) {
+    const uint64_t* v = &interp.direct[t * 5];
+    const uint64_t* g = &interp.graph[t * 5];
+    // The first launch in a fresh context starts at 0 on its stream's modeled clock; it lasts far
+    // less than a modeled second.
+    ASSERT_GE(v[0], epoch) << "thread " << t;
+    ASSERT_LT(v[0] - epoch, 1'000'000'000u) << "thread " << t;
+    EXPECT_EQ(v[2], v[0] >> 32) << "thread " << t;
+    EXPECT_LT(uint32_t(v[1]) - uint32_t(v[0]), 1'000'000u) << "thread " << t; // _lo a little later
+    EXPECT_GT(v[3], v[0]) << "thread " << t << ": 200 iterations later, the timer has not moved";
+    // The second read is the warp's cycles then in ns (the launch starts at 0), %clock64 one
+    // instruction later a few cycles more.
+    const uint64_t cycles_ns = v[4] * 1'000'000 / 1'980'000;
+    EXPECT_LE(v[3] - epoch, cycles_ns) << "thread " << t;
+    EXPECT_GE(v[3] - epoch + 100, cycles_ns) << "thread " << t;
+    // The graph's launch starts when the first one ended on the stream.
+    EXPECT_GT(g[0], v[3]) << "thread " << t;
+    EXPECT_LT(g[0] - epoch, 1'000'000'000u) << "thread " << t;
+  }
+}
+
+// Without HONE_EMU_GLOBALTIMER_EPOCH, %globaltimer counts from the host's real time when the
+// context was created: a plausible Unix-epoch clock, as a program on a GPU would read.
+TEST(JitSpecialRegisters, GlobaltimerDefaultsToTheHostsClock) {
+  ASSERT_EQ(use_context(), CUDA_SUCCESS);
+  unsetenv("HONE_EMU_GLOBALTIMER_EPOCH");
+  auto now_ns = [] {
+    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count());
+  };
+  const uint64_t before = now_ns();
+  const TimerRun r = run_timer("interpret");
+  const uint64_t after = now_ns();
+  ASSERT_TRUE(r.error.empty()) << r.error << "\n" << r.log.substr(0, 2000);
+  for (uint32_t t = 0; t < k_timer_threads; ++t) {
+    EXPECT_GE(r.direct[t * 5], before) << "thread " << t;
+    // the context was created before `after`; the launches' modeled time is under a second
+    EXPECT_LT(r.graph[t * 5 + 3], after + 1'000'000'000u) << "thread " << t;
+  }
+}
 
 } // namespace

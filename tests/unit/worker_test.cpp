@@ -1420,6 +1420,17 @@ TEST_P(CheatCorpus, IsRefusedNamingItsPattern) {
   EXPECT_EQ(e.value("pattern", ""), c.header.at("pattern")) << c.file << "\n" << describe(v);
   EXPECT_NE(v.message.find("[pattern " + c.header.at("pattern") + ":"), std::string::npos)
       << v.message;
+  // What the dynamic defences alone make of it, where the file says: static_checks = false.
+  if (!c.header.count("dynamic-verdict")) return;
+  Job job = make_job(c.header.at("original"), CandidateKind::cuda, c.source, "cheat", {&cap});
+  job.comparison =
+      c.header.at("comparison") == "tolerance" ? Comparison::tolerance : Comparison::bitwise;
+  job.static_checks = false;
+  Verdict d = worker().run(job, data_of({&cap}));
+  EXPECT_EQ(to_string(d.kind), c.header.at("dynamic-verdict"))
+      << c.file << " without static checks\n" << describe(d);
+  EXPECT_EQ(json::parse(d.evidence_json).value("pattern", ""), c.header.at("pattern"))
+      << c.file << " without static checks\n" << describe(d);
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, CheatCorpus, ::testing::ValuesIn(cheat_corpus()),
@@ -1446,6 +1457,19 @@ extern "C" __global__ void cheat(float a, const float* x, float* y, int n)
 {
     int stride = gridDim.x * blockDim.x;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) y[i] = a * x[i];
+})"},
+      // Reads the global timer, but only to wait half a microsecond: the static check allows it,
+      // and the reruns' other epochs change nothing.
+      {"scale", "scale", Comparison::bitwise, R"(
+extern "C" __global__ void cheat(float a, const float* x, float* y, int n)
+{
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < 500);
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = a * x[i];
 })"},
       {"scale_tiny", "scale", Comparison::tolerance, R"(
 extern "C" __global__ void cheat(float a, const float* x, float* y, int n)
