@@ -31,23 +31,25 @@ case "$group" in
 decode)
   # What one decoded token runs: vector kernels (mul_mat_vec_q up to 8 columns for quantized
   # weights, mul_mat_vec_f for one f16 column), flash attention's vector kernel (one query), and
-  # the element-wise, norm, rope and copy kernels of a llama layer.
+  # the element-wise, norm, rope and copy kernels of a llama layer. Shapes of millions of elements
+  # are left out (16M-element ADD and MUL, ROPE_SET_ROWS over 512 rows, the 2-9M-element CONT
+  # permutes): each costs the emulator seconds and a llama's decode step meets none of them.
   runs='MUL_MAT|type_a=(q4_0|q8_0|q4_K),type_b=f32,m=16,n=[1-8],k=\d+,bs=\[(?!1536)
-MUL_MAT|type_a=f16,type_b=f32,(m=(16|128|129),n=1,k=\d*[02468],|m=\d+,n=1,k=\d*[02468],bs=\[1,1\])
+MUL_MAT|type_a=f16,type_b=f32,(m=16,n=1,k=(4|256),|m=(128|129|1056|1057),n=1,k=\d+,bs=\[1,1\])
 MUL_MAT_VEC_FUSION|type=((q4_0|q8_0),glu_op=2,m=[1248]|f16,glu_op=2,m=1),n=32,k=256,use_id=0,
 FLASH_ATTN_EXT|hsk=(64|128),hsv=(64|128),nh=4,nr23=\[(1|4),1\],kv=(512|1024),nb=1,mask=1,sinks=0,max_bias=0.000000,logit_softcap=0.000000,prec=f32,type_K=(f16|q8_0),type_V=(f16|q8_0),permute=\[0,1,2,3\]
 SOFT_MAX|type=f32,ne=\[(?!102[34],102[34]|2000|643251)
 ROPE|type=(f32|f16),ne_a=\[(128|64),.*mode=0,
-ROPE_SET_ROWS|
+ROPE_SET_ROWS|type=(f32|f16),type_idx=i64,ne_a=\[128,32,(1|8),[13]\],mode=0
 RMS_NORM|type=f32,
-RMS_NORM_MUL_ADD|
-ADD_RMS_NORM|
+RMS_NORM_MUL_ADD|ne=\[(64,5,4,3|1025,1,1,1)\],eps=0.000001,
+ADD_RMS_NORM|ne=\[(64,5,4,3|1025,1,1,1)\],eps=0.000001,
 GET_ROWS|type=(f32|f16|q4_0|q8_0),n=(1|256),m=(5|8),r=\d+,be1=(1|7),
 SET_ROWS|type_src=f32,type_dst=(f32|f16|q8_0),
 CPY|type_src=(f32|f16),type_dst=(f32|f16|q8_0),
-CONT|type=(f32|f16),ne=\[(?!1024,64,64)
-ADD|type=f32,
-MUL|type=f32,
+CONT|type=(f32|f16),ne=\[(?!1024,64,64|2304,64,64|1000,33,65)
+ADD|type=f32,ne=\[(?!64,262144|1,1,65536)
+MUL|type=f32,ne=\[(?!64,262144|1,1,65536)
 SCALE|type=f32,
 SWIGLU|type=f32,'
   ;;

@@ -22,9 +22,9 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm
 fi
 
-# node-llama-cpp 3.22.1 needs Node.js 20 or newer (its code uses the RegExp `v` flag); Debian 12's
-# nodejs is 18, which installs the packages but cannot load node-llama-cpp. Only llama_run_test
-# needs node itself (test-backend-ops and the survey use the prebuilt libraries directly): it
+# node-llama-cpp 3.22.1 declares Node.js 20 or newer (`engines` in its package.json); Debian 12's
+# own nodejs is 18 (this machine and CI have Node.js 20 from the nodesource package). Only
+# llama_run_test needs node itself (test-backend-ops and the survey use the prebuilt libraries directly): it
 # fails saying so. Warn here, where it can be fixed.
 if ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' 2>/dev/null; then
   echo "deps: warning: node $(node --version 2>/dev/null) is older than 20: node-llama-cpp 3.22.1 cannot run on it," >&2
