@@ -173,6 +173,8 @@ void expect_agreement(const json& ref, const json& test, double bound, const std
   ASSERT_EQ(ref["prompt"], test["prompt"]);
   const Agreement a = compare(ref, test, bound);
   std::cout << report(what, a, bound) << std::endl;
+  std::cout << "wall ms (setup, prompt, decode): CPU backend " << ref["ms"] << ", emulated device "
+            << test["ms"] << std::endl;
   EXPECT_LE(a.max_diff, bound) << report(what, a, bound);
   EXPECT_GE(a.prompt_same, a.prompt_total - a.prompt_flips_allowed) << report(what, a, bound);
   const auto& rp = ref["prompt_steps"];

@@ -82,6 +82,7 @@ const generateNext = {generateNext: {token: true, logits: true, options: {temper
 
 async function main() {
     const args = parseArgs(process.argv.slice(2));
+    const t0 = performance.now();
     const nlc = await import(pathToFileURL(path.join(args.deps, "node_modules", "node-llama-cpp", "dist", "index.js")).href);
     const llama = await nlc.getLlama({
         gpu: args.gpu === "cuda" ? "cuda" : false,
@@ -104,12 +105,14 @@ async function main() {
     const sequence = context.getSequence();
 
     const prompt = promptTokens(args.prompt, vocabSize, args.seed);
+    const t1 = performance.now();
     const promptOut = await sequence.controlledEvaluate(prompt.map((t) => [t, generateNext]));
     const promptSteps = prompt.map((_, i) => {
         if (promptOut[i]?.next?.logits === undefined) throw new Error(`no logits after prompt token ${i}`);
         return step(promptOut[i].next, vocabSize);
     });
 
+    const t2 = performance.now();
     const decodeSteps = [];
     const generated = [];
     let last = promptSteps[promptSteps.length - 1];
@@ -122,6 +125,7 @@ async function main() {
         last = step(out[0].next, vocabSize);
     }
 
+    const t3 = performance.now();
     process.stdout.write(JSON.stringify({
         gpu: llama.gpu || "cpu",
         model: path.basename(args.model),
@@ -130,7 +134,9 @@ async function main() {
         prompt,
         prompt_steps: promptSteps,
         decode_steps: decodeSteps,
-        generated
+        generated,
+        // wall milliseconds: loading the backend, the model and a context; the prompt; the decoding
+        ms: {setup: Math.round(t1 - t0), prompt: Math.round(t2 - t1), decode: Math.round(t3 - t2)}
     }) + "\n");
     await context.dispose();
     await model.dispose();
