@@ -35,7 +35,7 @@ decode)
   # are left out (16M-element ADD and MUL, ROPE_SET_ROWS over 512 rows, the 2-9M-element CONT
   # permutes): each costs the emulator seconds and a llama's decode step meets none of them.
   runs='MUL_MAT|type_a=(q4_0|q8_0|q4_K),type_b=f32,m=16,n=[1-8],k=\d+,bs=\[(?!1536)
-MUL_MAT|type_a=f16,type_b=f32,(m=16,n=1,k=(4|256),|m=(128|129|1056|1057),n=1,k=\d+,bs=\[1,1\])
+MUL_MAT|type_a=f16,type_b=f32,(m=16,n=1,k=(4|256),bs=\[\d,\d\],nr=\[\d,\d\],per=\[0,1,2,3\]|m=(128|129),n=1,k=1056,bs=\[1,1\])
 MUL_MAT_VEC_FUSION|type=((q4_0|q8_0),glu_op=2,m=[1248]|f16,glu_op=2,m=1),n=32,k=256,use_id=0,
 FLASH_ATTN_EXT|hsk=(64|128),hsv=(64|128),nh=4,nr23=\[(1|4),1\],kv=(512|1024),nb=1,mask=1,sinks=0,max_bias=0.000000,logit_softcap=0.000000,prec=f32,type_K=(f16|q8_0),type_V=(f16|q8_0),permute=\[0,1,2,3\]
 SOFT_MAX|type=f32,ne=\[(?!102[34],102[34]|2000|643251)

@@ -54,6 +54,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -81,7 +82,7 @@ struct Module {
 
 struct KernelOutcome {
   std::string kernel;
-  std::string outcome; // ran, fault, refused, launch-error
+  std::string outcome; // ran, fault, refused, launch-error, no device code (not launched)
   std::string detail;  // the emulator's reason, or the error's name
   double ms = 0;       // the launch and the synchronization after it
 };
@@ -291,6 +292,76 @@ std::string logged(const std::vector<std::string>& lines, const char* error) {
   return error;
 }
 
+// llama.cpp's "no device code" entries: a template instance compiled for an architecture its
+// host code never launches it on is NO_DEVICE_CODE (ggml-cuda/common.cuh), a printf of
+// "... ERROR: CUDA kernel K has no device code compatible with CUDA arch 900 ..." and a trap. Of
+// the 6731 compute_90 kernels, thousands are such stubs; each launch prints the message from every
+// thread and faults, and each fault costs a fresh context and the module parsed again (minutes in
+// all). The first stub of a module is launched (printf and trap on the device); the others are the
+// same code with other strings and are listed as "no device code", not launched.
+// Found by the format string (a .global .b8 array holding "has no device code") and the entries
+// whose body (brace-balanced after `.entry NAME(`) names that array and traps.
+std::set<std::string> no_device_code_entries(const std::string& ptx) {
+  std::set<std::string> stubs;
+  std::vector<std::string> strings; // the arrays holding the message
+  for (size_t at = ptx.find(".global .align 1 .b8 "); at != std::string::npos;
+       at = ptx.find(".global .align 1 .b8 ", at + 1)) {
+    const size_t name_at = at + std::strlen(".global .align 1 .b8 ");
+    const size_t bracket = ptx.find('[', name_at);
+    const size_t open = ptx.find('{', name_at);
+    const size_t close = ptx.find('}', name_at);
+    const size_t eol = ptx.find(';', name_at);
+    if (bracket == std::string::npos || open == std::string::npos || close == std::string::npos ||
+        eol == std::string::npos || open > eol || close > eol)
+      continue;
+    std::string text;
+    for (size_t i = open + 1; i < close;) {
+      char* end = nullptr;
+      const long v = std::strtol(ptx.c_str() + i, &end, 10);
+      if (end == ptx.c_str() + i) {
+        ++i;
+        continue;
+      }
+      text.push_back(char(v));
+      i = size_t(end - ptx.c_str());
+    }
+    if (text.find("has no device code") != std::string::npos)
+      strings.push_back(ptx.substr(name_at, bracket - name_at));
+  }
+  if (strings.empty()) return stubs;
+  auto names_array = [&](std::string_view body) {
+    for (const std::string& n : strings) {
+      for (size_t at = body.find(n); at != std::string_view::npos; at = body.find(n, at + 1)) {
+        const char next = at + n.size() < body.size() ? body[at + n.size()] : ';';
+        if (!std::isalnum(static_cast<unsigned char>(next)) && next != '_' && next != '$') return true;
+      }
+    }
+    return false;
+  };
+  for (size_t at = ptx.find(".entry "); at != std::string::npos; at = ptx.find(".entry ", at + 1)) {
+    const size_t name_at = at + std::strlen(".entry ");
+    const size_t paren = ptx.find('(', name_at);
+    const size_t open = ptx.find('{', name_at);
+    if (paren == std::string::npos || open == std::string::npos) break;
+    int depth = 0;
+    size_t end = open;
+    for (; end < ptx.size(); ++end) {
+      if (ptx[end] == '/' && end + 1 < ptx.size() && ptx[end + 1] == '/') {
+        end = ptx.find('\n', end);
+        if (end == std::string::npos) break;
+        continue;
+      }
+      if (ptx[end] == '{') ++depth;
+      if (ptx[end] == '}' && --depth == 0) break;
+    }
+    if (end == std::string::npos || end >= ptx.size()) break;
+    const std::string_view body(ptx.data() + open, end - open);
+    if (names_array(body) && body.find("trap;") != std::string_view::npos)
+      stubs.insert(ptx.substr(name_at, paren - name_at));
+  }
+  return stubs;
+}
+
 class Survey {
 public:
   Survey(EmulatorLog& log, bool load_only) : m_log(log), m_load_only(load_only) {}
@@ -329,7 +400,15 @@ public:
       names.push_back(name ? name : "?");
     }
     std::sort(names.begin(), names.end());
+    const std::set<std::string> stubs = no_device_code_entries(m.ptx);
+    std::string stub_launched;
     for (const std::string& name : names) {
+      if (stubs.count(name) && !stub_launched.empty()) {
+        out.kernels.push_back({name, "no device code",
+                               "not launched: a NO_DEVICE_CODE stub like " + stub_launched, 0});
+        continue;
+      }
+      if (stubs.count(name)) stub_launched = name;
       KernelOutcome k = launch(m, mod, name);
       if (k.outcome == "fault") {
         // The context is unusable now: the next kernel gets a fresh one, and the module again.
