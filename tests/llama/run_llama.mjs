@@ -100,7 +100,11 @@ async function main() {
         contextSize: Math.max(256, args.prompt + args.decode + 16),
         batchSize: args.batch,
         flashAttention: args.flashAttention,
-        sequences: 1
+        sequences: 1,
+        // One CPU thread: ggml's threads meet at spinning barriers after every operation, and on a
+        // loaded 2-core machine (CI, beside other tests) two of them made the CPU backend take a
+        // second per token of this tiny model.
+        threads: 1
     });
     const sequence = context.getSequence();
 
