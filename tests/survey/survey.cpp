@@ -20,9 +20,11 @@
 // mangled (hashcat's kernels are extern "C"), every 8-byte parameter at an 8-byte offset. Sizes
 // and counts of zero make most kernels return early; what the kernel then does is fine: it may
 // run, fault (the context is then replaced by a fresh one and the module loaded again for the
-// next kernel) or run out of the instruction budget. What the survey is after is the launches the
-// device answers with CUDA_ERROR_NOT_SUPPORTED, and why: the emulated driver logs the reason
-// ("PTX line N: instruction ... is not supported") on stderr, which the survey reads back.
+// next kernel) or run out of the instruction budget. Of llama.cpp's NO_DEVICE_CODE stubs (printf,
+// then trap) only the first of each module is launched (no_device_code_entries). What the survey
+// is after is the launches the device answers with CUDA_ERROR_NOT_SUPPORTED, and why: the emulated
+// driver logs the reason ("PTX line N: instruction ... is not supported") on stderr, which the
+// survey reads back.
 //
 // Options:
 //   --json FILE           write every module and kernel outcome as JSON
