@@ -7,6 +7,12 @@ JOBS         ?= 2
 FUZZ_SECONDS ?= 30
 CUDA_HOME    ?= /usr/local/cuda
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Real applications the tests run on the emulated device, installed by `make deps` (never at test
+# time): llama.cpp's prebuilt CUDA backend as npm's node-llama-cpp 3.22.1 ships it, with its Linux
+# x64 CUDA and CPU binaries, pinned with their sha512 in tests/llama/package-lock.json, and
+# llama.cpp's source from the git bundle inside it (tests/llama/deps.sh; Node.js and npm from
+# Debian when missing). CMake finds them through HONE_LLAMA_DEPS.
+LLAMA_DEPS   ?= .deps/llama
 
 # Debian packages the build and the tests need.
 DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev pkg-config \
@@ -44,12 +50,13 @@ deps:
 	@test -x $(CUDA_HOME)/bin/nvcc || { \
 	  echo "deps: no CUDA toolkit at $(CUDA_HOME) (nvcc, ptxas, NVRTC and cuda.h are needed to build;"; \
 	  echo "      install the CUDA 12/13 toolkit or pass CUDA_HOME=/path)"; exit 1; }
+	@tests/llama/deps.sh $(abspath $(LLAMA_DEPS))
 
 configure: deps
 	@mkdir -p $(BUILD) && cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_INSTALL_PREFIX=/usr -DHONE_SYSTEMD_UNIT_DIR=/lib/systemd/system \
-	  -DCUDAToolkit_ROOT=$(CUDA_HOME) > $(BUILD)/configure.log 2>&1 || \
-	  { cat $(BUILD)/configure.log; exit 1; }
+	  -DCUDAToolkit_ROOT=$(CUDA_HOME) -DHONE_LLAMA_DEPS=$(abspath $(LLAMA_DEPS)) \
+	  > $(BUILD)/configure.log 2>&1 || { cat $(BUILD)/configure.log; exit 1; }
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
