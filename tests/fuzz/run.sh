@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Run every fuzz target for a bounded time: run.sh BUILD_DIR SECONDS.
-# Seeds come from tests/fuzz/seeds/<target>; what the fuzzer learns stays in BUILD_DIR.
+# Run every fuzz target for a bounded time: run.sh BUILD_DIR SECONDS [RUNS].
+# With RUNS, each target runs until it has executed RUNS inputs instead (SECONDS is then ignored):
+# the long run before a release (make fuzz-release). Seeds come from tests/fuzz/seeds/<target>;
+# what the fuzzer learns stays in BUILD_DIR.
 set -euo pipefail
-build=${1:?usage: run.sh BUILD_DIR SECONDS}
+build=${1:?usage: run.sh BUILD_DIR SECONDS [RUNS]}
 seconds=${2:-30}
+runs=${3:-}
+bound=(-max_total_time="$seconds")
+[ -n "$runs" ] && bound=(-runs="$runs")
 here=$(cd "$(dirname "$0")" && pwd)
 status=0
 for fuzzer in "$build"/fuzz/*_fuzz; do
@@ -14,8 +19,8 @@ for fuzzer in "$build"/fuzz/*_fuzz; do
   mkdir -p "$corpus"
   dict=()
   [ -f "$here/${name%%_*}.dict" ] && dict=(-dict="$here/${name%%_*}.dict")
-  echo "fuzz: $name for ${seconds}s (seeds: $seeds)"
-  if ! "$fuzzer" "$corpus" "$seeds" "${dict[@]}" -max_total_time="$seconds" -timeout=10 \
+  echo "fuzz: $name for ${runs:-${seconds}s} ${runs:+executions }(seeds: $seeds)"
+  if ! "$fuzzer" "$corpus" "$seeds" "${dict[@]}" "${bound[@]}" -timeout=10 \
        -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
        -artifact_prefix="$build/fuzz-crash-$name-" 2>"$build/fuzz-$name.log"; then
     tail -n 60 "$build/fuzz-$name.log"
@@ -23,6 +28,7 @@ for fuzzer in "$build"/fuzz/*_fuzz; do
     status=1
   else
     grep -E 'stat::number_of_executed_units|stat::peak_rss_mb' "$build/fuzz-$name.log" | sed "s/^/fuzz: $name /"
+    grep -E '^Done [0-9]+ runs in [0-9]+ second' "$build/fuzz-$name.log" | sed "s/^/fuzz: $name /" || true
   fi
 done
 exit $status
