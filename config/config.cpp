@@ -570,13 +570,16 @@ const Key k_keys[] = {
      .min = 0, .max = 1000000000,
      .doc = "Shadow checks of served variants: after this many launches a variant served in a\n"
             "process, its next served launch there is captured (inputs, and outputs after the\n"
-            "variant ran) and the worker runs the original on the same inputs. Different\n"
+            "variant ran) and the worker runs the original on the same inputs. A CUDA graph\n"
+            "replay counts one launch of each kernel node the variant serves in it, and a\n"
+            "check due there runs one replay as an instrumented copy of the graph. Different\n"
             "outputs withdraw the variant from every process at once and record why. Each\n"
             "check copies the launch's buffers twice in the application. 0: off."},
     {.section = "validation", .name = "static_checks", .kind = Kind::boolean,
      .field = HONE_FIELD(validation.static_checks),
      .doc = "Refuse, from its code and before it runs, a candidate that writes module-scope\n"
-            "device memory (state kept across launches), computes in a narrower floating-point\n"
+            "device memory or declares __device__ variables where the original declares none\n"
+            "(state kept across launches), computes in a narrower floating-point\n"
             "type than the original, or writes through a pointer the original only reads.\n"
             "Off only to test the defences behind them (the shadow checks)."},
     {.section = "validation", .name = "gpu_scrub", .kind = Kind::boolean,
