@@ -229,12 +229,6 @@ MemSet space_classes(Space s) {
   }
 }
 
-// The functions of the CUDA runtime a kernel calls without their bodies. vprintf's output and
-// free's effect are nothing validation compares; __assertfail ends the launch like trap.
-bool is_runtime(std::string_view name) {
-  return name == "vprintf" || name == "malloc" || name == "free" || name == "__assertfail";
-}
-
 // The function a call names, or nullptr for an indirect call (through a register).
 const Operand* call_target(const Instruction& call, size_t& index) {
   for (size_t i = 0; i < call.operands.size(); ++i) {
