@@ -378,11 +378,17 @@ bool Optimizer::prerequisites(JobEntry& job) {
       Verdict v;
       v.job = job.id;
       v.kind = VerdictKind::unsupported;
+      // A process that refused the captures said why (over capture.max_mb, a graph it cannot
+      // copy, ...): that, not silence, is the reason.
+      const KernelInfo* k = m_registry.kernel(job.kernel);
+      const std::string refused = k ? k->capture_refused : std::string();
       v.message = !w.has_image() ? "no process running the kernel sent its image within " +
                                         std::to_string(m_config.capture.timeout_s) + " s"
-                                  : "no launch of the kernel was captured within " +
-                                        std::to_string(m_config.capture.timeout_s) +
-                                        " s (is the application still launching it?)";
+                  : !refused.empty()
+                      ? "the process refused to capture the kernel's launches: " + refused
+                      : "no launch of the kernel was captured within " +
+                            std::to_string(m_config.capture.timeout_s) +
+                            " s (is the application still launching it?)";
       finish_job(job, v);
       return false;
     }
