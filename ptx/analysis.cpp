@@ -1,5 +1,6 @@
 #include "ptx/analysis.hpp"
 
+#include "ptx/analysis_common.hpp"
 #include "ptx/lexer.hpp"
 #include "ptx/printer.hpp"
 
@@ -30,6 +31,53 @@ const ParamInfo* EntryInfo::param(std::string_view pname) const {
   }
   return nullptr;
 }
+
+namespace detail {
+
+bool has_no_destination(const Instruction& inst) {
+  switch (inst.op) {
+  case Opcode::st:
+  case Opcode::red:
+  case Opcode::bar:
+  case Opcode::barrier:
+  case Opcode::bra:
+  case Opcode::brx:
+  case Opcode::call:
+  case Opcode::ret:
+  case Opcode::exit:
+  case Opcode::trap:
+  case Opcode::membar:
+  case Opcode::fence:
+  case Opcode::prefetch:
+  case Opcode::prefetchu:
+  case Opcode::nanosleep:
+  case Opcode::pmevent:
+  case Opcode::stmatrix:
+  case Opcode::sust:
+  case Opcode::sured:
+  case Opcode::cp:
+  case Opcode::discard:
+  case Opcode::applypriority:
+  case Opcode::griddepcontrol:
+  case Opcode::brkpt:
+    return true;
+  case Opcode::wmma:
+    return inst.has_mod("store");
+  default:
+    return false;
+  }
+}
+
+std::string instruction_text(const Instruction& inst) {
+  std::string s = print(inst);
+  if (auto tab = s.find(" \t"); tab != std::string::npos) s.erase(tab + 1, 1);
+  return s;
+}
+
+} // namespace detail
+
+using detail::has_no_destination;
+using detail::instruction_text;
 
 namespace {
 
@@ -79,40 +127,6 @@ bool kills_pointer(const Instruction& inst) {
   }
 }
 
-// Instructions without a destination register in operand 0.
-bool has_no_destination(const Instruction& inst) {
-  switch (inst.op) {
-  case Opcode::st:
-  case Opcode::red:
-  case Opcode::bar:
-  case Opcode::barrier:
-  case Opcode::bra:
-  case Opcode::brx:
-  case Opcode::call:
-  case Opcode::ret:
-  case Opcode::exit:
-  case Opcode::trap:
-  case Opcode::membar:
-  case Opcode::fence:
-  case Opcode::prefetch:
-  case Opcode::prefetchu:
-  case Opcode::nanosleep:
-  case Opcode::pmevent:
-  case Opcode::stmatrix:
-  case Opcode::sust:
-  case Opcode::sured:
-  case Opcode::cp:
-  case Opcode::discard:
-  case Opcode::applypriority:
-  case Opcode::griddepcontrol:
-  case Opcode::brkpt:
-    return true;
-  case Opcode::wmma:
-    return inst.has_mod("store");
-  default:
-    return false;
-  }
-}
 
 // Access through an address operand at position `index` of `inst`.
 uint8_t address_access(const Instruction& inst, size_t index) {
@@ -359,12 +373,6 @@ private:
   }
 };
 
-// The instruction as one line for messages: `st.global.f32 [%rd4], %f2;`.
-std::string instruction_text(const Instruction& inst) {
-  std::string s = print(inst);
-  if (auto tab = s.find(" \t"); tab != std::string::npos) s.erase(tab + 1, 1);
-  return s;
-}
 
 using Bits = std::vector<uint64_t>;
 

@@ -7,6 +7,7 @@
 // stored to shared memory makes every load from shared memory dependent. Both err on the side of
 // "depends". Global memory is the exception (store()).
 #include "ptx/analysis.hpp"
+#include "ptx/analysis_common.hpp"
 
 #include "ptx/lexer.hpp"
 #include "ptx/printer.hpp"
@@ -83,6 +84,9 @@ std::string_view external_text(External kind) {
 
 namespace {
 
+using detail::has_no_destination;
+using detail::instruction_text;
+
 using Mask = uint64_t; // one bit per External register name met (the 64th and later share a bit)
 
 // Memory the analysis tells apart: a dependent value stored in one makes loads from it dependent.
@@ -95,12 +99,6 @@ struct Origin {
   const Function* f = nullptr;
   uint32_t stmt = 0;
 };
-
-std::string instruction_text(const Instruction& inst) {
-  std::string s = print(inst);
-  if (auto tab = s.find(" \t"); tab != std::string::npos) s.erase(tab + 1, 1);
-  return s;
-}
 
 // Registers named by an operand (the elements of vectors, pairs and lists, address bases).
 template <class F> void for_each_reg(const Operand& o, F&& fn) {
@@ -139,41 +137,6 @@ template <class F> void for_each_identifier(std::string_view text, F&& fn) {
   e.kind = Operand::Kind::expr;
   e.name = text;
   for_each_reg(e, fn);
-}
-
-// Instructions that never write a register through operand 0.
-bool has_no_destination(const Instruction& inst) {
-  switch (inst.op) {
-  case Opcode::st:
-  case Opcode::red:
-  case Opcode::bar:
-  case Opcode::barrier:
-  case Opcode::bra:
-  case Opcode::brx:
-  case Opcode::call:
-  case Opcode::ret:
-  case Opcode::exit:
-  case Opcode::trap:
-  case Opcode::membar:
-  case Opcode::fence:
-  case Opcode::prefetch:
-  case Opcode::prefetchu:
-  case Opcode::nanosleep:
-  case Opcode::pmevent:
-  case Opcode::stmatrix:
-  case Opcode::sust:
-  case Opcode::sured:
-  case Opcode::cp:
-  case Opcode::discard:
-  case Opcode::applypriority:
-  case Opcode::griddepcontrol:
-  case Opcode::brkpt:
-    return true;
-  case Opcode::wmma:
-    return inst.has_mod("store");
-  default:
-    return false;
-  }
 }
 
 bool has_destination(const Instruction& inst) {

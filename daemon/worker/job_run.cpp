@@ -95,10 +95,6 @@ std::optional<std::string> guard_refuses(const Guard& g, const Capture& c) {
   return std::nullopt;
 }
 
-bool guard_passes(const Guard& g, const Capture& c) {
-  return !guard_refuses(g, c);
-}
-
 // The original's PTX analysis, when it has PTX and the PTX parses.
 std::optional<ptx::EntryInfo> analyze_original(const std::string& ptx_text,
                                                const std::string& entry) {
