@@ -26,24 +26,29 @@ public:
 
   std::unique_ptr<Session> start(const KernelTask& task) override {
     auto ptx_text = kernel_ptx(task);
-    if (!ptx_text) return nullptr;
+    if (!ptx_text) return decline(task, "no PTX: " + ptx_text.error().message);
     // One shape in every captured launch, or the bound would leave some launches unserved.
     std::optional<std::array<uint32_t, 3>> shape;
     for (const auto& c : task.captures) {
       if (c.status != CaptureStatus::ok) continue;
-      if (shape && *shape != c.block) return nullptr;
+      if (shape && *shape != c.block) {
+        return decline(task, "the captured launches use different block shapes");
+      }
       shape = c.block;
     }
-    if (!shape) return nullptr;
+    if (!shape) return decline(task, "no complete capture gives the block shape");
     const auto [x, y, z] = *shape;
-    if (x == 0 || y == 0 || z == 0 || uint64_t(x) * y * z > 1024) return nullptr;
+    if (x == 0 || y == 0 || z == 0 || uint64_t(x) * y * z > 1024) {
+      return decline(task, "the captured block shape is not one a bound can name");
+    }
 
     auto module = ptx::parse(*ptx_text, "original");
-    if (!module) return nullptr;
+    if (!module) return decline(task, "the PTX does not parse: " + module.error().message);
     ptx::Function* f = module->function(task.key.entry);
     // The author's own bounds stand: replacing them could only remove what they promised ptxas.
-    if (!f || !f->is_entry || !f->has_body || f->directive("maxntid") || f->directive("reqntid")) {
-      return nullptr;
+    if (!f || !f->is_entry || !f->has_body) return decline(task, "no body of the entry in the PTX");
+    if (f->directive("maxntid") || f->directive("reqntid")) {
+      return decline(task, "the kernel declares its own launch bounds");
     }
     f->directives.insert(f->directives.begin(),
                          ptx::FuncDirective{"maxntid", {int64_t(x), int64_t(y), int64_t(z)}, {}});

@@ -877,7 +877,8 @@ private:
     }
     bool validatable = false;
     for (const auto& [tag, v] : verdicts) {
-      validatable |= v.kind != VerdictKind::unsupported && v.kind != VerdictKind::internal;
+      validatable |= v.kind != VerdictKind::unsupported && v.kind != VerdictKind::internal &&
+                     v.kind != VerdictKind::not_applicable;
     }
     if (!validatable) {
       finish("gave up: the candidates could not be validated (" +
@@ -1000,8 +1001,10 @@ private:
       if (!verdict) return finish(m_cancel ? "cancelled" : "budget spent (wall time)");
       spdlog::debug("llm: {}: {}: verdict {}", m_plan.label, turn_label(turn),
                     to_string(verdict->kind));
-      if (verdict->kind == VerdictKind::unsupported || verdict->kind == VerdictKind::internal) {
-        // Not the candidate's fault: another answer would meet the same end.
+      if (verdict->kind == VerdictKind::unsupported || verdict->kind == VerdictKind::internal ||
+          verdict->kind == VerdictKind::not_applicable) {
+        // Not the candidate's fault: another answer would meet the same end (every candidate of
+        // the session carries the same guard, which no captured launch passes).
         return finish("gave up: the candidate could not be validated (" +
                       std::string(to_string(verdict->kind)) +
                       "): " + m_client->excerpt(verdict->message, k_max_state_error));

@@ -315,13 +315,17 @@ public:
 
   std::unique_ptr<Session> start(const KernelTask& task) override {
     auto ptx_text = kernel_ptx(task);
-    if (!ptx_text) return nullptr;
+    if (!ptx_text) return decline(task, "no PTX: " + ptx_text.error().message);
     auto module = ptx::parse(*ptx_text, "readonly");
-    if (!module || module->address_size != 64) return nullptr;
+    if (!module) return decline(task, "the PTX does not parse: " + module.error().message);
+    if (module->address_size != 64) return decline(task, "32-bit addresses (.address_size 32)");
     ptx::Function* entry = module->function(task.key.entry);
-    if (!entry || !entry->is_entry || !entry->has_body) return nullptr;
-    auto candidate = transform(*module, *entry);
-    if (!candidate) return nullptr;
+    if (!entry || !entry->is_entry || !entry->has_body) {
+      return decline(task, "no body of the entry in the PTX");
+    }
+    std::string why;
+    auto candidate = transform(*module, *entry, why);
+    if (!candidate) return decline(task, std::move(why));
     candidate->entry = task.key.entry;
     std::vector<Candidate> out;
     out.push_back(std::move(*candidate));
@@ -329,10 +333,16 @@ public:
   }
 
 private:
-  std::optional<Candidate> transform(ptx::Module& module, ptx::Function& entry) const {
+  // The candidate, or nullopt with `why` it does not apply.
+  std::optional<Candidate> transform(ptx::Module& module, ptx::Function& entry,
+                                     std::string& why) const {
     ptx::EntryInfo info = ptx::analyze_entry(module, entry);
     // A callee or an instruction kept as text may write memory the dataflow cannot see.
-    if (!info.callees.empty() || info.has_opaque) return std::nullopt;
+    if (!info.callees.empty() || info.has_opaque) {
+      why = !info.callees.empty() ? "it calls functions whose writes the analysis does not follow"
+                                  : "it has instructions the analysis cannot see into";
+      return std::nullopt;
+    }
 
     std::vector<PointerField> fields;
     for (uint32_t p = 0; p < info.params.size(); ++p) {
@@ -345,6 +355,7 @@ private:
     }
     if (std::none_of(fields.begin(), fields.end(),
                      [](const PointerField& f) { return f.read_only; })) {
+      why = "no pointer parameter is only read";
       return std::nullopt;
     }
     AddressFlow flow(entry, fields, info.params);
@@ -356,13 +367,18 @@ private:
       const auto* inst = std::get_if<Instruction>(&st.item);
       if (!inst) continue;
       // an indirect call has no callee the analysis could list
-      if (inst->op == Opcode::call || writes_unmodeled_memory(inst->op)) return std::nullopt;
+      if (inst->op == Opcode::call || writes_unmodeled_memory(inst->op)) {
+        why = "it writes memory through an instruction the analysis does not model (" +
+              std::string(ptx::opcode_name(inst->op)) + ")";
+        return std::nullopt;
+      }
       if (!writes_memory(*inst) || private_space(inst->space())) continue;
       auto address =
           std::find_if(inst->operands.begin(), inst->operands.end(),
                        [](const Operand& o) { return o.kind == Operand::Kind::address; });
       if (address == inst->operands.end() || !address->base_is_reg || !address->elems.empty() ||
           flow.field_of(address->name) < 0) {
+        why = "a write's address does not come from one pointer parameter";
         return std::nullopt;
       }
       writes_global = true;
@@ -392,7 +408,10 @@ private:
       changed_fields.insert(uint32_t(f));
       ++changed_loads;
     }
-    if (!changed_loads) return std::nullopt;
+    if (!changed_loads) {
+      why = "no global load through a read-only pointer to make .nc";
+      return std::nullopt;
+    }
 
     std::string names;
     for (uint32_t f : changed_fields) {

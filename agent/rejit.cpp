@@ -15,7 +15,7 @@ public:
   std::unique_ptr<Session> start(const KernelTask& task) override {
     std::vector<Candidate> out;
     auto ptx_text = kernel_ptx(task);
-    if (!ptx_text) return nullptr;
+    if (!ptx_text) return decline(task, "no PTX: " + ptx_text.error().message);
     // The driver's default is the highest optimization level with no register limit; fewer
     // registers can raise occupancy for memory-bound kernels, a lower level occasionally avoids
     // a poor schedule.

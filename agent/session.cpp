@@ -24,4 +24,9 @@ std::unique_ptr<Session> fixed_session(std::vector<Candidate> candidates) {
   return std::make_unique<Fixed>(std::move(candidates));
 }
 
+std::unique_ptr<Session> decline(const KernelTask& task, std::string why) {
+  if (task.declined) *task.declined = std::move(why);
+  return nullptr;
+}
+
 } // namespace hone::agent

@@ -582,27 +582,30 @@ public:
 
   std::unique_ptr<Session> start(const KernelTask& task) override {
     auto ptx_text = kernel_ptx(task);
-    if (!ptx_text) return nullptr;
+    if (!ptx_text) return decline(task, "no PTX: " + ptx_text.error().message);
     std::vector<const Capture*> caps;
     for (const auto& c : task.captures) {
       if (c.status == CaptureStatus::ok) caps.push_back(&c);
     }
-    if (caps.empty()) return nullptr;
+    if (caps.empty()) return decline(task, "no complete capture gives the arguments' values");
 
     auto module = ptx::parse(*ptx_text, "original");
-    if (!module) return nullptr;
+    if (!module) return decline(task, "the PTX does not parse: " + module.error().message);
     const ptx::Function* f = module->function(task.key.entry);
-    if (!f || !f->is_entry || !f->has_body) return nullptr;
+    if (!f || !f->is_entry || !f->has_body) return decline(task, "no body of the entry in the PTX");
     const ptx::EntryInfo info = ptx::analyze_entry(*module, *f);
 
     auto constants = constant_scalars(info, caps);
-    if (!constants) return nullptr;
+    if (!constants) return decline(task, "the captures do not match the kernel's parameters");
     // A parameter the kernel never loads gains nothing from a constant and would only narrow the
     // guard.
     auto reads = param_reads(*f);
     std::erase_if(*constants,
                   [&](const ConstantParam& c) { return reads[c.info.name].loads.empty(); });
-    if (constants->empty()) return nullptr;
+    if (constants->empty()) {
+      return decline(task, "no scalar argument the kernel reads is the same in every captured "
+                           "launch");
+    }
 
     auto ptx_level = specialize_ptx(*module, task.key.entry, *constants);
     std::string source_refusal;
@@ -617,7 +620,11 @@ public:
       }
       source_refusal = source_level.error().message;
     }
-    if (!ptx_level) return nullptr;
+    if (!ptx_level) {
+      return decline(task, "the constants cannot be substituted in the PTX: " +
+                               ptx_level.error().message +
+                               (source_refusal.empty() ? "" : "; at source level: " + source_refusal));
+    }
     Candidate c = ptx_candidate(task, std::move(*ptx_level));
     // Whoever reads the status should see why the stronger source level was not used.
     if (!source_refusal.empty()) c.description += "; not at source level: " + source_refusal;

@@ -49,6 +49,9 @@ struct KernelTask {
   // The PTX the strategies work on, when the caller has resolved it already (kernel_code()):
   // kernel_ptx() returns it as it is.
   std::string ptx;
+  // Where Strategy::start says why it does not apply (decline()), for `honectl show`; null when
+  // the caller does not ask.
+  std::string* declined = nullptr;
 };
 
 struct Candidate {
@@ -111,6 +114,10 @@ public:
 
 // A session that hands out a fixed list of candidates at once (the built-in strategies).
 std::unique_ptr<Session> fixed_session(std::vector<Candidate> candidates);
+
+// What Strategy::start returns when the strategy does not apply to the kernel: nullptr, with
+// `why` ("no scalar argument is the same in every captured launch") left in task.declined.
+std::unique_ptr<Session> decline(const KernelTask& task, std::string why);
 
 // Re-JIT the original PTX with a sweep of JIT options (optimization level, register limits).
 // Same code, same arithmetic: bitwise equality.

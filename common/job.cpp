@@ -51,6 +51,7 @@ const char* to_string(VerdictKind k) {
   case VerdictKind::unsupported: return "unsupported";
   case VerdictKind::internal: return "internal error";
   case VerdictKind::refused: return "refused";
+  case VerdictKind::not_applicable: return "not applicable";
   }
   return "unknown";
 }

@@ -99,10 +99,17 @@ enum class VerdictKind : uint8_t {
   unsupported = 10,    // the job cannot be run here (e.g. buffers holding pointers to others)
   internal = 11,       // the worker failed; not the candidate's fault
   refused = 12,        // its PTX does what a candidate may not (a cheat pattern), before any run
+  // The candidate's preconditions hold for none of the launches the application made (no capture
+  // passes its guard, e.g. pointers that alias for a read-only variant): nobody's fault, nothing
+  // to run it on. Not `internal` (hone's own faults) nor `unsupported` (a job the worker cannot run).
+  not_applicable = 13,
 };
 
-// The highest VerdictKind: decoders refuse anything above it.
-inline constexpr VerdictKind k_last_verdict_kind = VerdictKind::refused;
+// The highest VerdictKind: decoders refuse anything above it. A worker and honed ship together
+// (honed starts the worker of its own install), so both sides always know the same kinds; a
+// newer worker's not_applicable reaching an older honed would end that job as internal error
+// ("unknown verdict"), never crash it.
+inline constexpr VerdictKind k_last_verdict_kind = VerdictKind::not_applicable;
 
 const char* to_string(VerdictKind k);
 

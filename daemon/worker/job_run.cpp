@@ -226,8 +226,8 @@ std::optional<Failure> JobRun::go() {
     // Not hone's fault: the candidate does not apply to the launches the application made (its
     // guard), or the process could not capture them (it says why).
     if (outside_guard > 0) {
-      return Failure{VerdictKind::unsupported,
-                     "not applicable: no capture passes the candidate's guard (" +
+      return Failure{VerdictKind::not_applicable,
+                     "no capture passes the candidate's guard (" +
                          std::to_string(outside_guard) + " of " +
                          std::to_string(m_job.captures.size()) + " fail it; " + guard_reason + ")"};
     }

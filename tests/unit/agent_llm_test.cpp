@@ -823,6 +823,21 @@ TEST(LlmStrategy, UnsupportedVerdictEndsTheSession) {
   EXPECT_EQ(server.requests().size(), 1u);
 }
 
+// A guard that no captured launch passes is the same for every answer of the session: it ends.
+TEST(LlmStrategy, NotApplicableVerdictEndsTheSession) {
+  LlmServer server;
+  server.push(LlmResponse::chat(kernel_reply()));
+  auto session = make_llm_strategy(settings(server))->start(source_task());
+  ASSERT_NE(session, nullptr);
+  auto c = next_candidates(*session);
+  ASSERT_EQ(c.size(), 1u);
+  session->on_verdict(c[0], verdict(VerdictKind::not_applicable, "no capture passes the guard"));
+  EXPECT_TRUE(eventually([&] { return session->done(); }));
+  EXPECT_EQ(session->state(), "done: gave up: the candidate could not be validated (not "
+                              "applicable): no capture passes the guard");
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
 TEST(LlmStrategy, ConcurrencyIsSharedByTheSessions) {
   LlmServer server;
   for (int i = 0; i < 3; ++i) {
