@@ -14,6 +14,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <map>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -107,6 +109,103 @@ json variant_json(const store::VariantRecord& v, bool with_evidence) {
                   {"no_alias", v.guard.no_alias}};
   }
   return j;
+}
+
+// What bounds a kernel, from the newest verdict whose worker measured a profile of the original
+// (job_run.cpp, record_profile): the cost model's bound on the emulated device, or the driver's
+// account elsewhere. Null when no verdict carries one.
+json bound_of(const std::vector<store::VariantRecord>& variants) {
+  const store::VariantRecord* newest = nullptr;
+  json out;
+  for (const auto& v : variants) {
+    if (newest && v.created < newest->created) continue;
+    json e = json::parse(v.evidence_json, nullptr, false);
+    if (!e.is_object() || !e.contains("worker") || !e["worker"].is_object()) continue;
+    const json& w = e["worker"];
+    if (!w.contains("profile") || !w["profile"].is_object()) continue;
+    const json& p = w["profile"];
+    if (!p.contains("original") || !p["original"].is_object()) continue;
+    const json& o = p["original"];
+    json b{{"source", p.value("source", "driver")}, {"variant", v.id.hex()}};
+    if (o.contains("bound") && o["bound"].is_string()) b["bound"] = o["bound"];
+    for (const char* k : {"terms_ns", "modeled_ns", "occupancy_limit", "warps_per_sm",
+                          "max_warps_per_sm", "registers", "waves", "dram_bytes", "ns"}) {
+      if (o.contains(k)) b[k] = o[k];
+    }
+    newest = &v;
+    out = std::move(b);
+  }
+  return out;
+}
+
+// One line per strategy that worked on the kernel: its best outcome (a verified variant, the
+// fastest; else the newest verdict) with the speedup and the reason, from the store's records
+// (every run) and this run's jobs (those that left no record: no capture to run on); a strategy
+// that declined says why (not applicable).
+json strategies_of(const KernelInfo& k, const std::vector<store::VariantRecord>& variants,
+                   const json& jobs) {
+  std::map<std::string, json> best;
+  auto rank = [](const json& j) {
+    return j.value("verdict", "") == "verified" ? 2 : j.value("pending", false) ? 0 : 1;
+  };
+  auto offer = [&](const std::string& strategy, json j, int64_t when) {
+    j["when"] = when;
+    auto it = best.find(strategy);
+    if (it == best.end()) {
+      best.emplace(strategy, std::move(j));
+      return;
+    }
+    json& cur = it->second;
+    const int a = rank(j), b = rank(cur);
+    const bool better = a != b ? a > b
+                        : a == 2 ? j.value("speedup", 0.0) > cur.value("speedup", 0.0)
+                                 : when >= cur.value("when", int64_t(0));
+    if (better) cur = std::move(j);
+  };
+  for (const auto& v : variants) {
+    std::string kind = v.verdict, reason;
+    if (auto colon = v.verdict.find(": "); colon != std::string::npos) {
+      kind = v.verdict.substr(0, colon);
+      reason = v.verdict.substr(colon + 2);
+    }
+    json j{{"strategy", v.strategy}, {"verdict", kind}, {"speedup", v.speedup},
+           {"reason", reason}, {"variant", v.id.hex()}, {"state", store::to_string(v.state)}};
+    if (v.state == store::VariantState::verified) j["verdict"] = "verified";
+    offer(v.strategy, std::move(j), v.created);
+  }
+  for (const auto& job : jobs) {
+    if (job.value("kernel", "") != k.record.key.str() || job.contains("check")) continue;
+    if (job.contains("variant")) continue; // its record is above
+    const std::string strategy = job.value("strategy", "");
+    if (strategy.empty() || strategy == "shadow") continue;
+    json j{{"strategy", strategy}, {"job", job.value("id", uint64_t(0))}};
+    if (job.contains("verdict")) {
+      j["verdict"] = job["verdict"];
+      j["speedup"] = job.value("speedup", 0.0);
+      j["reason"] = job.value("message", "");
+    } else {
+      j["verdict"] = "pending";
+      j["pending"] = true;
+      j["reason"] = "job " + std::to_string(job.value("id", uint64_t(0))) + " " +
+                    job.value("state", "");
+    }
+    offer(strategy, std::move(j), job.value("finished", job.value("created", int64_t(0))));
+  }
+  for (const auto& [strategy, why] : k.skipped) {
+    if (best.count(strategy)) continue;
+    const bool declined = why.rfind("not applicable: ", 0) == 0;
+    best[strategy] = json{{"strategy", strategy},
+                          {"verdict", declined ? "not applicable" : "skipped"},
+                          {"speedup", 0.0},
+                          {"reason", declined ? why.substr(16) : why}};
+  }
+  json out = json::array();
+  for (auto& [strategy, j] : best) {
+    j.erase("when");
+    j.erase("pending");
+    out.push_back(std::move(j));
+  }
+  return out;
 }
 
 json fail(const std::string& why) {
@@ -270,10 +369,13 @@ json Daemon::control(const json& req, Connection& c, UniqueFd& fd, UniqueFd* rep
     if (cmd == "show") {
       json j = kernel_json(*mk);
       json vs = json::array();
-      if (auto list = m_store->variants_of(mk->record.key)) {
-        for (const auto& v : *list) vs.push_back(variant_json(v, false));
-      }
+      std::vector<store::VariantRecord> records;
+      if (auto list = m_store->variants_of(mk->record.key)) records = std::move(*list);
+      for (const auto& v : records) vs.push_back(variant_json(v, false));
       j["variants"] = std::move(vs);
+      j["bound"] = bound_of(records);
+      j["strategies"] =
+          strategies_of(*mk, records, m_optimizer ? m_optimizer->jobs_json() : json::array());
       return done(j);
     }
     if (cmd == "evict") {

@@ -334,6 +334,13 @@ void Optimizer::request_image(const KernelKey& key, Work& w) {
     }
   }
   if (w.image_requested && now_s() - w.image_asked_at < k_image_retry_s) return;
+  // Another kernel of the module asked for it lately: one transfer serves them all (on_image).
+  for (const auto& [other, ow] : m_work) {
+    if (other.image == key.image && ow.image_requested &&
+        now_s() - ow.image_asked_at < k_image_retry_s) {
+      return;
+    }
+  }
   auto p = process_with(key);
   if (!p) return;
   proto::ImageRequest req;
@@ -372,16 +379,18 @@ bool Optimizer::prerequisites(JobEntry& job) {
   request_captures(job.kernel, w);
   int64_t waited = now_s() - job.created;
   if (!w.has_image() || w.captures.size() < m_config.capture.captures_per_kernel) {
+    // A process that refused the captures said why (over capture.max_mb, a graph it cannot
+    // copy, ...): that, not silence, is the reason, and waiting out the deadline would only
+    // delay it.
+    const KernelInfo* k = m_registry.kernel(job.kernel);
+    const std::string refused = k ? k->capture_refused : std::string();
+    const bool refused_all = w.has_image() && w.captures.empty() && !refused.empty();
     // Run with what there is once the capture deadline passed; fail when there is nothing.
-    if (waited < int64_t(m_config.capture.timeout_s)) return false;
+    if (waited < int64_t(m_config.capture.timeout_s) && !refused_all) return false;
     if (!w.has_image() || w.captures.empty()) {
       Verdict v;
       v.job = job.id;
       v.kind = VerdictKind::unsupported;
-      // A process that refused the captures said why (over capture.max_mb, a graph it cannot
-      // copy, ...): that, not silence, is the reason.
-      const KernelInfo* k = m_registry.kernel(job.kernel);
-      const std::string refused = k ? k->capture_refused : std::string();
       v.message = !w.has_image() ? "no process running the kernel sent its image within " +
                                         std::to_string(m_config.capture.timeout_s) + " s"
                   : !refused.empty()
@@ -882,7 +891,7 @@ std::string Optimizer::metrics_text() const {
   static constexpr const char* k_labels[] = {
       "verified",  "compile_error",    "load_error", "launch_error", "illegal_address", "timeout",
       "mismatch",  "nondeterministic", "not_faster", "suspicious",   "unsupported",     "internal",
-      "refused"};
+      "refused",   "not_applicable"};
   static_assert(std::size(k_labels) == size_t(k_last_verdict_kind) + 1);
   for (uint8_t i = 0; i <= uint8_t(k_last_verdict_kind); ++i) {
     const auto kind = VerdictKind(i);
@@ -1030,6 +1039,7 @@ void Optimizer::on_capture(uint64_t conn, const Capture& msg, UniqueFd fd) {
   if (msg.status != CaptureStatus::ok || !fd) {
     spdlog::info("capture of {} refused by the process: {}", msg.key.entry, msg.reason);
     if (KernelInfo* k = m_registry.kernel(msg.key)) k->capture_refused = msg.reason;
+    advance_soon(); // the jobs waiting for a capture end now, with the reason
     return;
   }
   if (KernelInfo* k = m_registry.kernel(msg.key)) k->capture_refused.clear();
@@ -1251,7 +1261,10 @@ void Optimizer::survey() {
     const KernelKey& key = ck->record.key;
     KernelInfo* k = m_registry.kernel(key);
     if (!k->code.empty()) continue;
-    if (k->record.launches < m_config.optimizer.hot_min_launches || k->processes.empty()) continue;
+    // Every kernel among the top ones gets its CODE, however few launches it has made (the
+    // optimizer's hot_min_launches is about what is worth a job; knowing what a kernel is made of
+    // costs one image per module). A kernel no process runs any more can still be classified from
+    // the store or from another kernel of its module (request_image).
     if (agent::is_collective(key.entry)) {
       // It waits on other GPUs: never captured, replayed in a worker, or optimized.
       k->code = agent::to_string(agent::CodeKind::collective);
@@ -1310,10 +1323,17 @@ void Optimizer::run_strategies() {
       k->dirty = true;
       agent::KernelTask task = task_for(key, w);
       if (uint32_t n = s->examples_wanted()) task.examples = examples_for(key, n);
+      std::string declined;
+      task.declined = &declined;
       auto session = s->start(task);
       if (!session) {
-        k->skipped[s->id()] = "does not apply to this kernel";
-        spdlog::debug("{}: strategy {} does not apply", key.entry, s->id());
+        // Not a fault: the strategy's preconditions do not hold for this kernel (no job, so no
+        // verdict; `honectl show` says why).
+        k->skipped[s->id()] =
+            "not applicable: " + (declined.empty() ? "the strategy does not apply to this kernel"
+                                                   : declined);
+        spdlog::info("{}: strategy {} does not apply: {}", key.entry, s->id(),
+                     declined.empty() ? "-" : declined);
         continue;
       }
       uint64_t id = m_next_session++;

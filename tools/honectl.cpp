@@ -434,6 +434,31 @@ int cmd_variants(const Options& o) {
   return k_exit_ok;
 }
 
+// "DRAM-bound (DRAM 1.2 us, L2 0.4 us, ...; the emulated device's cost model)": what limits the
+// original kernel on the benchmark's capture, from the newest verdict that measured it.
+std::string bound_text(const json& b) {
+  std::string out = b.contains("bound") ? str(b, "bound") + "-bound" : std::string("not modeled");
+  if (b.contains("terms_ns") && b["terms_ns"].is_object()) {
+    std::vector<std::pair<double, std::string>> terms;
+    for (const auto& [name, v] : b["terms_ns"].items()) {
+      if (v.is_number()) terms.emplace_back(v.get<double>(), name);
+    }
+    std::sort(terms.begin(), terms.end(), [](const auto& x, const auto& y) {
+      return x.first != y.first ? x.first > y.first : x.second < y.second;
+    });
+    std::string parts;
+    for (const auto& [ns, name] : terms) {
+      parts += (parts.empty() ? "" : ", ") + name + " " + human_duration_ns(ns);
+    }
+    if (!parts.empty()) out += " (" + parts + ")";
+  }
+  if (b.contains("occupancy_limit") && b["occupancy_limit"].is_string()) {
+    out += "; occupancy limited by " + str(b, "occupancy_limit");
+  }
+  out += "; from " + str(b, "source", "the driver");
+  return out;
+}
+
 void show_kernel(const json& k) {
   Table t({{"", Align::left}, {"", Align::left}});
   t.row({"kernel", demangle(str(k, "name"))});
@@ -476,9 +501,27 @@ void show_kernel(const json& k) {
   }
   t.row({"tried", tried.empty() ? "-" : tried});
   if (!str(k, "ptx").empty()) t.row({"PTX", str(k, "ptx")});
-  const json skipped = k.value("skipped", json::object());
-  for (const auto& [strategy, why] : skipped.items()) {
-    t.row({"skipped by " + strategy, why.is_string() ? why.get<std::string>() : why.dump()});
+  if (k.contains("bound") && k["bound"].is_object()) t.row({"bound", bound_text(k["bound"])});
+  if (k.contains("strategies") && k["strategies"].is_array()) {
+    // One line per strategy: what came of it, and why.
+    for (const auto& s : k["strategies"]) {
+      const std::string verdict = str(s, "verdict"), reason = str(s, "reason");
+      if (verdict == "skipped") {
+        t.row({"skipped by " + str(s, "strategy"), reason});
+        continue;
+      }
+      std::string line = verdict;
+      const double speedup = num<double>(s, "speedup");
+      if (speedup > 0) line += ", " + human_speedup(speedup);
+      if (!reason.empty()) line += ": " + reason;
+      t.row({"strategy " + str(s, "strategy"), line});
+    }
+  } else {
+    // An older honed: only the strategies that did not run.
+    const json skipped = k.value("skipped", json::object());
+    for (const auto& [strategy, why] : skipped.items()) {
+      t.row({"skipped by " + strategy, why.is_string() ? why.get<std::string>() : why.dump()});
+    }
   }
   std::string text = t.render();
   std::cout << text.substr(text.find('\n') + 1);
