@@ -3,7 +3,7 @@
 // and print what each step produced as JSON on stdout (tests/llama/README.md).
 //
 //   node run_llama.mjs --deps DIR --model M.gguf --gpu cuda|cpu [--prompt N] [--decode N]
-//                      [--batch N] [--flash-attention on|off] [--seed N]
+//                      [--batch N] [--flash-attention on|off] [--seed N] [--stop-file F]
 //
 // --gpu cuda puts every layer on the CUDA backend (on the emulated device when LD_LIBRARY_PATH
 // selects it); --gpu cpu uses llama.cpp's CPU backend, the reference. Nothing is downloaded or
@@ -15,6 +15,13 @@
 // "logits": every token's logit}. prompt_steps[i] is the prediction after prompt token i (all of
 // them computed in the prompt's batches); decode_steps[j] the one after generated token j - 1
 // (decode_steps[0] follows the prompt's last token, so it equals prompt_steps[last]'s token).
+//
+// --stop-file F: a long-running application for hone to observe (tests/llama/llama_hone_test.cpp):
+// after the first round (prompt, then decoding) the sequence is cleared and the same round runs
+// again, until F exists. Every round's greedy tokens are added to the output as
+// "rounds": [{"prompt_tokens": [...], "generated": [...], "max_logit_diff": vs round 1}]; the
+// steps above are the first round's.
+import fs from "node:fs";
 import path from "node:path";
 import {pathToFileURL} from "node:url";
 
@@ -40,6 +47,7 @@ function parseArgs(argv) {
                 args.flashAttention = value === "on";
                 break;
             case "--seed": args.seed = Number.parseInt(value, 10); break;
+            case "--stop-file": args.stopFile = value; break;
             default: throw new Error(`unknown option ${flag}`);
         }
     }
@@ -110,6 +118,49 @@ async function main() {
 
     const prompt = promptTokens(args.prompt, vocabSize, args.seed);
     const t1 = performance.now();
+    const first = await round(sequence, prompt, vocabSize, args.decode);
+    const t3 = performance.now();
+    const rounds = [{prompt_tokens: first.promptSteps.map((s) => s.token), generated: first.generated, max_logit_diff: 0}];
+    while (args.stopFile && !fs.existsSync(args.stopFile)) {
+        await sequence.clearHistory();
+        const again = await round(sequence, prompt, vocabSize, args.decode);
+        rounds.push({
+            prompt_tokens: again.promptSteps.map((s) => s.token),
+            generated: again.generated,
+            max_logit_diff: maxDiff(first, again)
+        });
+    }
+    process.stdout.write(JSON.stringify({
+        gpu: llama.gpu || "cpu",
+        model: path.basename(args.model),
+        batch: args.batch,
+        flash_attention: args.flashAttention,
+        prompt,
+        prompt_steps: first.promptSteps,
+        decode_steps: first.decodeSteps,
+        generated: first.generated,
+        rounds,
+        // wall milliseconds: loading the backend, the model and a context; the prompt; the decoding
+        ms: {setup: Math.round(t1 - t0), prompt: Math.round(first.t2 - t1), decode: Math.round(t3 - first.t2)}
+    }) + "\n");
+    await context.dispose();
+    await model.dispose();
+    await llama.dispose();
+}
+
+// The largest logit difference between two rounds, over every step.
+function maxDiff(a, b) {
+    let d = 0;
+    const steps = (r) => r.promptSteps.concat(r.decodeSteps);
+    const sa = steps(a), sb = steps(b);
+    for (let i = 0; i < sa.length && i < sb.length; i++) {
+        for (let t = 0; t < sa[i].logits.length; t++) d = Math.max(d, Math.abs(sa[i].logits[t] - sb[i].logits[t]));
+    }
+    return d;
+}
+
+// One round: the prompt in batches, then greedy decoding.
+async function round(sequence, prompt, vocabSize, decode) {
     const promptOut = await sequence.controlledEvaluate(prompt.map((t) => [t, generateNext]));
     const promptSteps = prompt.map((_, i) => {
         if (promptOut[i]?.next?.logits === undefined) throw new Error(`no logits after prompt token ${i}`);
@@ -120,31 +171,15 @@ async function main() {
     const decodeSteps = [];
     const generated = [];
     let last = promptSteps[promptSteps.length - 1];
-    for (let j = 0; j < args.decode; j++) {
+    for (let j = 0; j < decode; j++) {
         decodeSteps.push(last);
         generated.push(last.token);
-        if (j + 1 === args.decode) break;
+        if (j + 1 === decode) break;
         const out = await sequence.controlledEvaluate([[last.token, generateNext]]);
         if (out[0]?.next?.logits === undefined) throw new Error(`no logits after generated token ${j}`);
         last = step(out[0].next, vocabSize);
     }
-
-    const t3 = performance.now();
-    process.stdout.write(JSON.stringify({
-        gpu: llama.gpu || "cpu",
-        model: path.basename(args.model),
-        batch: args.batch,
-        flash_attention: args.flashAttention,
-        prompt,
-        prompt_steps: promptSteps,
-        decode_steps: decodeSteps,
-        generated,
-        // wall milliseconds: loading the backend, the model and a context; the prompt; the decoding
-        ms: {setup: Math.round(t1 - t0), prompt: Math.round(t2 - t1), decode: Math.round(t3 - t2)}
-    }) + "\n");
-    await context.dispose();
-    await model.dispose();
-    await llama.dispose();
+    return {promptSteps, decodeSteps, generated, t2};
 }
 
 main().catch((error) => {

@@ -327,7 +327,11 @@ TEST_F(SpecializeMix, AValueThatDiffersIsNotSpecialized) {
 TEST_F(SpecializeMix, NothingConstantMeansNoSession) {
   auto task = task_for(ptx_text, "mix_rounds", mix_source_info(),
                        {launch(1 << 20, 2 << 20, 4096, 64), launch(1 << 20, 2 << 20, 2048, 32)});
+  std::string why;
+  task.declined = &why;
   EXPECT_EQ(strategy->start(task), nullptr);
+  // honectl show says why (not applicable: ...).
+  EXPECT_EQ(why, "no scalar argument the kernel reads is the same in every captured launch");
 }
 
 TEST_F(SpecializeMix, OnlyCompleteCapturesCount) {
@@ -732,7 +736,11 @@ TEST(LaunchBounds, NeedsOneShapeAndNoBoundsOfItsOwn) {
   auto info = analyze(ptx_text, "mix_rounds");
   Capture a = capture(info, {}, {256, 1, 1});
   Capture b = capture(info, {}, {128, 1, 1});
-  EXPECT_EQ(strategy->start(task_for(ptx_text, "mix_rounds", std::nullopt, {a, b})), nullptr);
+  std::string why;
+  auto two_shapes = task_for(ptx_text, "mix_rounds", std::nullopt, {a, b});
+  two_shapes.declined = &why;
+  EXPECT_EQ(strategy->start(two_shapes), nullptr);
+  EXPECT_EQ(why, "the captured launches use different block shapes");
   // A capture that failed does not count, in either direction.
   b.status = CaptureStatus::failed;
   EXPECT_NE(strategy->start(task_for(ptx_text, "mix_rounds", std::nullopt, {a, b})), nullptr);
@@ -743,5 +751,8 @@ TEST(LaunchBounds, NeedsOneShapeAndNoBoundsOfItsOwn) {
   auto entries = entry_names(bounded);
   ASSERT_EQ(entries.size(), 1u);
   Capture c = capture(analyze(bounded, entries[0]), {}, {128, 1, 1});
-  EXPECT_EQ(strategy->start(task_for(bounded, entries[0], std::nullopt, {c})), nullptr);
+  auto own_bounds = task_for(bounded, entries[0], std::nullopt, {c});
+  own_bounds.declined = &why;
+  EXPECT_EQ(strategy->start(own_bounds), nullptr);
+  EXPECT_EQ(why, "the kernel declares its own launch bounds");
 }

@@ -311,7 +311,11 @@ TEST(ReadonlyStrategy, RefusesWhatIsNotAnEntryOfAPtxImage) {
   EXPECT_FALSE(strategy->needs_captures());
   EXPECT_NEAR(strategy->expected_speedup(), 1.1, 1e-9);
 
-  EXPECT_EQ(strategy->start(task_of(k_read_modify_write, "no_such_kernel")), nullptr);
+  std::string why;
+  auto missing = task_of(k_read_modify_write, "no_such_kernel");
+  missing.declined = &why;
+  EXPECT_EQ(strategy->start(missing), nullptr);
+  EXPECT_EQ(why, "no body of the entry in the PTX");
   EXPECT_EQ(strategy->start(task_of("this is not PTX", "rmw")), nullptr);
   auto cubin = task_of(k_read_modify_write, "rmw");
   cubin.format = proto::ImageFormat::cubin;
