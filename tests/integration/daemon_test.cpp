@@ -439,6 +439,10 @@ TEST(Daemon, MetricsCountServedLaunchesFallbacksAndGuardMisses) {
   // every verdict kind is exported, at 0 before any job
   EXPECT_NE(text.find("hone_verdicts_total{kind=\"verified\"} 0\n"), std::string::npos) << text;
   EXPECT_NE(text.find("hone_verdicts_total{kind=\"not_faster\"} 0\n"), std::string::npos) << text;
+  // The last kind, and the one HoneInternalVerdicts (contrib/prometheus/alerts.yml) watches.
+  EXPECT_NE(text.find("hone_verdicts_total{kind=\"not_applicable\"} 0\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("hone_verdicts_total{kind=\"internal\"} 0\n"), std::string::npos) << text;
   EXPECT_NE(text.find("# TYPE hone_gpu_time_saved_seconds_total counter"), std::string::npos) << text;
   EXPECT_NE(text.find("hone_capture_budget_bytes "), std::string::npos) << text;
   EXPECT_NE(text.find("hone_worker_crashes_total 0\n"), std::string::npos) << text;
