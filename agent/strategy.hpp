@@ -131,6 +131,11 @@ std::unique_ptr<Strategy> make_specialize_strategy();
 // Launch bounds from the observed block size (.maxntid / __launch_bounds__), guarded by it.
 std::unique_ptr<Strategy> make_launch_bounds_strategy();
 
+// The same kernel with another block size and the grid that keeps the thread count, where the PTX
+// proves each thread's work depends on its linear index alone (agent/launch_shape.cpp); the guard
+// holds the block shape and the new size. Same code: bitwise equality.
+std::unique_ptr<Strategy> make_launch_shape_strategy();
+
 // Read-only cache loads (ld.global.nc) through pointer parameters the kernel never writes,
 // guarded by no_alias (the shim proves at launch time that the pointers do not alias).
 std::unique_ptr<Strategy> make_readonly_strategy();

@@ -23,10 +23,38 @@ struct Guard {
   std::array<uint32_t, 3> block{0, 0, 0}; // required block shape; 0 means any
   std::vector<ScalarGuard> scalars;
   bool no_alias = false; // pointer parameters must not overlap (read-only cache variants)
+  // The variant runs with blocks of this many threads (x; y = z = 1) and the grid that keeps the
+  // launch's thread count: grid.x * block.x = grid'.x * reshape_block. 0: as the application
+  // launched it. Only for one-dimensional launches whose count divides evenly (reshaped()), and
+  // only for kernels whose results cannot depend on the block size (agent/launch_shape.cpp).
+  uint32_t reshape_block = 0;
 
-  bool any() const { return block == std::array<uint32_t, 3>{0, 0, 0} && scalars.empty() && !no_alias; }
+  bool any() const {
+    return block == std::array<uint32_t, 3>{0, 0, 0} && scalars.empty() && !no_alias &&
+           reshape_block == 0;
+  }
   friend bool operator==(const Guard&, const Guard&) = default;
 };
+
+// The grid and block a launch of (grid, block) runs with under `g`: unchanged without a reshape;
+// false when the reshape cannot apply to this launch (not one-dimensional, or its thread count is
+// not a multiple of the new block), and the variant must not serve it.
+inline bool reshaped(const Guard& g, const uint32_t grid[3], const uint32_t block[3],
+                     uint32_t out_grid[3], uint32_t out_block[3]) {
+  for (int d = 0; d < 3; ++d) {
+    out_grid[d] = grid[d];
+    out_block[d] = block[d];
+  }
+  if (g.reshape_block == 0) return true;
+  if (grid[1] != 1 || grid[2] != 1 || block[1] != 1 || block[2] != 1) return false;
+  const uint64_t threads = uint64_t(grid[0]) * block[0];
+  if (threads == 0 || threads % g.reshape_block != 0) return false;
+  const uint64_t blocks = threads / g.reshape_block;
+  if (blocks > 0x7fffffffu) return false; // gridDim.x's limit (CUDA C++ Programming Guide)
+  out_grid[0] = uint32_t(blocks);
+  out_block[0] = g.reshape_block;
+  return true;
+}
 
 inline void encode(wire::Writer& w, const Guard& g) {
   for (auto v : g.block) w.u32(v);
@@ -36,7 +64,10 @@ inline void encode(wire::Writer& w, const Guard& g) {
     w.u32(s.offset);
     w.str(s.bytes);
   }
-  w.boolean(g.no_alias);
+  // One byte of flags where a boolean was: bit 0 no_alias, bit 1 a reshape follows. A guard
+  // without a reshape encodes as before (records and variant ids stored earlier still match).
+  w.u8(uint8_t((g.no_alias ? 1 : 0) | (g.reshape_block ? 2 : 0)));
+  if (g.reshape_block) w.u32(g.reshape_block);
 }
 
 inline bool decode(wire::Reader& r, Guard& g) {
@@ -49,7 +80,14 @@ inline bool decode(wire::Reader& r, Guard& g) {
     s.bytes = r.str(4096);
     if (!r.ok()) break;
   }
-  g.no_alias = r.boolean();
+  const uint8_t flags = r.u8();
+  if (flags > 3) r.fail("guard flags out of range");
+  g.no_alias = (flags & 1) != 0;
+  g.reshape_block = 0;
+  if (flags & 2) {
+    g.reshape_block = r.u32();
+    if (g.reshape_block == 0 || g.reshape_block > 1024) r.fail("guard reshape out of range");
+  }
   return r.ok();
 }
 

@@ -126,8 +126,8 @@ struct LlmConfig {
 };
 
 // The strategies honed's agent knows, by name (agent/README.md).
-inline constexpr const char* k_strategy_names[] = {"specialize", "launch_bounds", "readonly",
-                                                   "rejit", "llm"};
+inline constexpr const char* k_strategy_names[] = {"specialize", "launch_bounds", "launch_shape",
+                                                   "readonly",   "rejit",         "llm"};
 
 struct AgentConfig {
   // Which strategies run, by name; default all of them ("llm" also needs agent.llm.enabled).

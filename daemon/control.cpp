@@ -106,7 +106,8 @@ json variant_json(const store::VariantRecord& v, bool with_evidence) {
     j["guard"] = {{"block", v.guard.block},
                   {"scalars", v.guard.scalars.size()},
                   {"scalar_values", std::move(values)},
-                  {"no_alias", v.guard.no_alias}};
+                  {"no_alias", v.guard.no_alias},
+                  {"reshape_block", v.guard.reshape_block}};
   }
   return j;
 }

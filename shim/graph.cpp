@@ -502,7 +502,9 @@ void reconcile_locked(Exec& e, uint64_t generation) {
     if (patchable(n)) {
       const FunctionTable::Slot* slot = registry().functions.find_slot(n.served_as);
       const Swap* s = slot ? slot->swap.load(std::memory_order_acquire) : nullptr;
-      if (s && s->context == e.context) {
+      // A variant that reshapes its launches does not serve graph nodes: a node keeps the
+      // application's grid and block (only its function is ever changed here).
+      if (s && s->context == e.context && !s->guard.reshape_block) {
         LaunchArgs a = n.launch_args();
         if (guard_passes(*s, a)) w = s->function;
       }

@@ -56,6 +56,10 @@ inline bool guard_passes(const Swap& s, const LaunchArgs& a) {
   for (int i = 0; i < 3; ++i) {
     if (s.guard.block[size_t(i)] && s.guard.block[size_t(i)] != a.block[i]) return false;
   }
+  if (s.guard.reshape_block) {
+    unsigned grid[3], block[3];
+    if (!reshaped(s.guard, a.grid, a.block, grid, block)) return false;
+  }
   if (!s.guard.scalars.empty()) {
     const uint8_t* buffer = nullptr;
     size_t size = 0;

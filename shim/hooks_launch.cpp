@@ -80,8 +80,8 @@ template <class Call>
 __attribute__((noinline)) CUresult timed(KernelRecord* r, CUfunction f, const LaunchArgs& a,
                                          Call&& call) {
   SampleSlot slot;
-  if (!sample_begin(a.stream, a.per_thread, &slot)) return call(f);
-  CUresult res = call(f);
+  if (!sample_begin(a.stream, a.per_thread, &slot)) return call(f, a);
+  CUresult res = call(f, a);
   sample_end(slot, a.stream, a.per_thread, r, res == CUDA_SUCCESS);
   if (res != CUDA_SUCCESS) { // nothing ran: time the next launch instead
     counts::Pair& p = counts::of(r->index);
@@ -92,7 +92,7 @@ __attribute__((noinline)) CUresult timed(KernelRecord* r, CUfunction f, const La
 
 template <class Call>
 inline CUresult run(KernelRecord* r, CUfunction f, const LaunchArgs& a, Call&& call) {
-  if (__builtin_expect(!sample_due(r), 1)) return call(f);
+  if (__builtin_expect(!sample_due(r), 1)) return call(f, a);
   return timed(r, f, a, call);
 }
 
@@ -101,7 +101,10 @@ template <class Call>
 __attribute__((noinline)) CUresult swapped(KernelRecord* r, const Swap* s, CUfunction f,
                                            const LaunchArgs& a, Call&& call) {
   if (guard_passes(*s, a)) {
-    CUresult res = run(r, static_cast<CUfunction>(s->function), a, call);
+    // A reshaping variant runs with its own block size (guard_passes checked that it applies).
+    LaunchArgs v = a;
+    reshaped(s->guard, a.grid, a.block, v.grid, v.block);
+    CUresult res = run(r, static_cast<CUfunction>(s->function), v, call);
     if (res == CUDA_SUCCESS) {
       counts::bump(counts::of(r->index).variant_launches);
       return res;
@@ -120,7 +123,7 @@ __attribute__((noinline)) CUresult swapped(KernelRecord* r, const Swap* s, CUfun
 template <class Call>
 __attribute__((noinline)) CUresult captured(KernelRecord* r, CUfunction f, const LaunchArgs& a,
                                             Call&& call) {
-  return CUresult(capture_launch(r, f, a, [&] { return int(call(f)); }));
+  return CUresult(capture_launch(r, f, a, [&] { return int(call(f, a)); }));
 }
 
 // A shadow check's capture (the daemon asked for one of a served launch): the variant runs, its
@@ -130,39 +133,62 @@ template <class Call>
 __attribute__((noinline)) CUresult shadowed(KernelRecord* r, const Swap* s, CUfunction f,
                                             const LaunchArgs& a, Call&& call) {
   const auto variant = static_cast<CUfunction>(s->function);
+  LaunchArgs v = a; // the capture records the launch as the application made it
+  reshaped(s->guard, a.grid, a.block, v.grid, v.block);
   CUresult res =
-      CUresult(capture_launch(r, s->function, a, [&] { return int(call(variant)); }));
+      CUresult(capture_launch(r, s->function, a, [&] { return int(call(variant, v)); }));
   if (res == CUDA_SUCCESS) {
     counts::bump(counts::of(r->index).variant_launches);
     return res;
   }
   r->fallbacks.fetch_add(1, std::memory_order_relaxed);
-  return call(f);
+  return call(f, a);
 }
 
 // A launch into a stream being captured into a graph runs nothing now: it is not counted, timed
 // or captured (the replays of the graph are). It is recorded as the variant serving the kernel
 // when the guard passes, so the graph made from the capture starts out served; the shim keeps
-// the variant's origin so the node reads, and is restored, as the application's.
+// the variant's origin so the node reads, and is restored, as the application's. A variant that
+// reshapes the launch is not recorded: a node keeps the application's shape (shim/graph.cpp).
 template <class Call>
 __attribute__((noinline)) CUresult recorded(const Swap* s, CUfunction f, const LaunchArgs& a,
                                             Call&& call) {
-  if (s && guard_passes(*s, a)) {
-    CUresult res = call(static_cast<CUfunction>(s->function));
+  if (s && !s->guard.reshape_block && guard_passes(*s, a)) {
+    CUresult res = call(static_cast<CUfunction>(s->function), a);
     if (res == CUDA_SUCCESS) {
       note_captured_variant(s->function, f);
       return res;
     }
   }
-  return call(f);
+  return call(f, a);
 }
 
+// `config` with the shape of `l`: the application's own config when the shape is its own, else a
+// copy on this thread (a reshaping variant; the attributes array is shared, never written).
+inline const CUlaunchConfig* shaped(const CUlaunchConfig* config, const LaunchArgs& l) {
+  if (config->gridDimX == l.grid[0] && config->gridDimY == l.grid[1] &&
+      config->gridDimZ == l.grid[2] && config->blockDimX == l.block[0] &&
+      config->blockDimY == l.block[1] && config->blockDimZ == l.block[2]) {
+    return config;
+  }
+  thread_local CUlaunchConfig copy;
+  copy = *config;
+  copy.gridDimX = l.grid[0];
+  copy.gridDimY = l.grid[1];
+  copy.gridDimZ = l.grid[2];
+  copy.blockDimX = l.block[0];
+  copy.blockDimY = l.block[1];
+  copy.blockDimZ = l.block[2];
+  return &copy;
+}
+
+// `call(fn, shape)` launches `fn` with the launch's arguments and that grid and block.
 template <class Call> inline CUresult launch(CUfunction f, const LaunchArgs& a, Call&& call) {
-  if (!enabled()) return call(f);
+  if (!enabled()) return call(f, a);
   const FunctionTable::Slot* slot = g_function_table.find_slot(f);
   if (__builtin_expect(!slot, 0)) slot = unknown(f);
   KernelRecord* r = slot ? slot->record.load(std::memory_order_acquire) : nullptr;
-  if (__builtin_expect(!r, 0)) return call(f);
+  if (__builtin_expect(!r, 0)) return call(f, a);
   CUresult res;
   const Swap* s = slot->swap.load(std::memory_order_acquire);
   if (__builtin_expect(stream_captures() != 0, 0) &&
@@ -207,8 +233,9 @@ hone_full_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
   auto real = real_as<decltype(&cuLaunchKernel)>(Fn::cuLaunchKernel);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, false, params, extra};
-  return launch(f, a, [=](CUfunction fn) {
-    return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  return launch(f, a, [=](CUfunction fn, const LaunchArgs& l) {
+    return real(fn, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], shmem, s,
+                params, extra);
   });
 }
 
@@ -220,8 +247,9 @@ hone_full_cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned g
   auto real = real_as<decltype(&cuLaunchKernel_ptsz)>(Fn::cuLaunchKernel_ptsz);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, true, params, extra};
-  return launch(f, a, [=](CUfunction fn) {
-    return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  return launch(f, a, [=](CUfunction fn, const LaunchArgs& l) {
+    return real(fn, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], shmem, s,
+                params, extra);
   });
 }
 
@@ -240,7 +268,9 @@ hone_full_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** pa
                false,
                params,
                extra};
-  return launch(f, a, [=](CUfunction fn) { return real(config, fn, params, extra); });
+  return launch(f, a, [=](CUfunction fn, const LaunchArgs& l) {
+    return real(shaped(config, l), fn, params, extra);
+  });
 }
 
 __attribute__((noinline, visibility("hidden"))) CUresult
@@ -257,7 +287,9 @@ hone_full_cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void
                true,
                params,
                extra};
-  return launch(f, a, [=](CUfunction fn) { return real(config, fn, params, extra); });
+  return launch(f, a, [=](CUfunction fn, const LaunchArgs& l) {
+    return real(shaped(config, l), fn, params, extra);
+  });
 }
 
 __attribute__((noinline, visibility("hidden"))) CUresult
@@ -268,8 +300,10 @@ hone_full_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsi
   auto real = real_as<decltype(&cuLaunchCooperativeKernel)>(Fn::cuLaunchCooperativeKernel);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, false, params, nullptr};
-  return launch(f, a,
-                [=](CUfunction fn) { return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params); });
+  return launch(f, a, [=](CUfunction fn, const LaunchArgs& l) {
+    return real(fn, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], shmem, s,
+                params);
+  });
 }
 
 __attribute__((noinline, visibility("hidden"))) CUresult
@@ -281,8 +315,10 @@ hone_full_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
       real_as<decltype(&cuLaunchCooperativeKernel_ptsz)>(Fn::cuLaunchCooperativeKernel_ptsz);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   LaunchArgs a{{gx, gy, gz}, {bx, by, bz}, shmem, s, true, params, nullptr};
-  return launch(f, a,
-                [=](CUfunction fn) { return real(fn, gx, gy, gz, bx, by, bz, shmem, s, params); });
+  return launch(f, a, [=](CUfunction fn, const LaunchArgs& l) {
+    return real(fn, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], shmem, s,
+                params);
+  });
 }
 
 } // extern "C"

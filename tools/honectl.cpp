@@ -581,6 +581,9 @@ void show_variant(const json& v) {
                         (dims(g, "block") == "0x0x0" ? std::string("any") : dims(g, "block")) +
                         ", " + std::to_string(num<uint64_t>(g, "scalars")) + " scalar(s)";
     if (g.value("no_alias", false)) guard += ", pointers must not alias";
+    if (uint32_t b = g.value("reshape_block", 0u); b) {
+      guard += ", launched as blocks of " + std::to_string(b) + " threads (same thread count)";
+    }
     t.row({"guard", guard});
     // Each specialized parameter: its bytes, and as an unsigned integer when it is one.
     for (const auto& sc : g.value("scalar_values", json::array())) {

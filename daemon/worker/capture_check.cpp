@@ -74,6 +74,11 @@ CaptureCheck::CaptureCheck(Device& device, const Job& job, size_t index, std::st
   m_shape.grid = m_capture.grid;
   m_shape.block = m_capture.block;
   m_shape.shared_bytes = m_capture.shared_bytes;
+  // A candidate that reshapes its launches runs with its own block size (the job refuses captures
+  // it cannot reshape before any check starts: JobRun, guard_refuses).
+  m_candidate_shape = m_shape;
+  reshaped(job.guard, m_shape.grid.data(), m_shape.block.data(), m_candidate_shape.grid.data(),
+           m_candidate_shape.block.data());
 }
 
 uint64_t CaptureCheck::epoch_for(uint64_t seed) const {
@@ -245,7 +250,7 @@ std::optional<Failure> CaptureCheck::run(Who who, Fill fill, uint64_t seed,
     m_watchdog->arm(std::chrono::milliseconds(int64_t(s * 1000)));
   }
   auto t0 = std::chrono::steady_clock::now();
-  auto r = m_device.run(fn, m_shape, m_params);
+  auto r = m_device.run(fn, who == Who::original ? m_shape : m_candidate_shape, m_params);
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (who == Who::candidate && m_watchdog) m_watchdog->disarm();
   if (who == Who::original)
@@ -961,7 +966,8 @@ std::variant<double, Failure> CaptureCheck::timed_run(bool candidate) {
     double s = std::max(60.0, 20 * m_clock->slowest_original_s);
     m_watchdog->arm(std::chrono::milliseconds(int64_t(s * 1000)));
   }
-  auto r = m_device.run(candidate ? m_kernels.candidate : m_kernels.original, m_shape, m_params);
+  auto r = m_device.run(candidate ? m_kernels.candidate : m_kernels.original,
+                        candidate ? m_candidate_shape : m_shape, m_params);
   if (candidate && m_watchdog) m_watchdog->disarm();
   if (!r) return launch_failure(who, r.error());
   return *r;

@@ -168,6 +168,7 @@ private:
   Watchdog* m_watchdog;
   RunClock* m_clock;
   LaunchShape m_shape;
+  LaunchShape m_candidate_shape; // m_shape, or the candidate's reshape of it (Guard::reshape_block)
 
   std::vector<CapturedAllocation> m_allocs;
   std::vector<Alloc> m_info;

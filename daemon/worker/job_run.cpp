@@ -74,6 +74,14 @@ std::optional<std::string> guard_refuses(const Guard& g, const Capture& c) {
       return "its block is " + shape(c.block) + ", the candidate is for " + shape(g.block);
     }
   }
+  if (g.reshape_block) {
+    std::array<uint32_t, 3> grid, block;
+    if (!reshaped(g, c.grid.data(), c.block.data(), grid.data(), block.data())) {
+      return "its launch (grid " + shape(c.grid) + ", block " + shape(c.block) +
+             ") cannot run as blocks of " + std::to_string(g.reshape_block) +
+             " threads with the same thread count";
+    }
+  }
   for (const auto& s : g.scalars) {
     if (s.param >= c.params.size() || s.bytes.size() > c.params[s.param].size ||
         c.param_bytes.compare(c.params[s.param].offset, s.bytes.size(), s.bytes) != 0) {
@@ -438,8 +446,11 @@ void JobRun::record_profile(const Capture& capture, const Measurement& m) {
   for (const auto& a : allocations) buffer_bytes += a.second;
 
   bool modeled = false;
+  LaunchShape candidate_shape = shape; // a reshaping candidate's occupancy is its own shape's
+  reshaped(m_job.guard, shape.grid.data(), shape.block.data(), candidate_shape.grid.data(),
+           candidate_shape.block.data());
   auto side = [&](CUfunction fn, double ns) {
-    KernelProfile p = m_device.profile(fn, shape);
+    KernelProfile p = m_device.profile(fn, fn == m_kernels.candidate ? candidate_shape : shape);
     json j = {{"ns", std::round(ns)}};
     auto put = [&](const char* key, int v) {
       if (v >= 0) j[key] = v;

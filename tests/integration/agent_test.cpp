@@ -120,6 +120,47 @@ long launches_with(const std::string& out, int rounds) {
 
 } // namespace
 
+// Launch-shape tuning: the application launches mix_rounds over 9216 elements as 9 blocks of 1024
+// threads, as hashcat launches its mask generators (9 of 132 SMs busy); the kernel uses the thread
+// index only as blockIdx.x * blockDim.x + threadIdx.x, so the strategy offers smaller blocks with
+// the same thread count, the worker finds one bitwise equal and faster in modeled time, and the
+// shim launches it reshaped, every launch still checked by the application.
+TEST(Agent, LaunchShapeSpreadsAFewLargeBlocksOverTheGpu) {
+  auto d = start_daemon(agent_config("[agent]\nstrategies = [\"launch_shape\"]\n"));
+  ASSERT_TRUE(d);
+  BackgroundApp app(test_app("hone-testapp-spec", d->socket(),
+                             {"--n", "9216", "--block", "1024", "--rounds", "16"}));
+  Ctl ctl(d->socket());
+  json variant;
+  ASSERT_TRUE(wait_for(
+      [&] { return !(variant = ctl.verified_variant("mix_rounds", "launch_shape")).is_null(); },
+      240s))
+      << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
+  print_jobs(ctl);
+  json shown = ctl.request({{"cmd", "show"}, {"target", variant.value("id", "")}});
+  ASSERT_TRUE(shown.value("ok", false)) << shown.dump();
+  const json& guard = shown["result"]["guard"];
+  EXPECT_EQ(guard["block"], json::array({1024, 1, 1})) << shown.dump(2);
+  const uint32_t reshape = guard.value("reshape_block", 0u);
+  EXPECT_TRUE(reshape >= 32 && reshape < 1024 && 1024 % reshape == 0) << shown.dump(2);
+  EXPECT_EQ(shown["result"]["evidence"].value("comparison", ""), "bitwise") << shown.dump(2);
+  // The worker ran the candidate reshaped: its profile has more blocks per SM or more waves than
+  // nine blocks of 1024 threads can have, and the verdict is faster.
+  EXPECT_GT(variant.value("speedup", 0.0), 1.0) << variant.dump(2);
+  RunResult table = run_honectl({"--socket", d->socket(), "show", variant.value("id", "")});
+  EXPECT_NE(table.out.find("launched as blocks of " + std::to_string(reshape) + " threads"),
+            std::string::npos)
+      << table.out;
+
+  json k;
+  ASSERT_TRUE(
+      wait_for([&] { return count(k = ctl.kernel("mix_rounds"), "variant_launches") > 5; }, 60s))
+      << k.dump(2) << d->log();
+  EXPECT_EQ(count(k, "fallbacks"), 0u) << k.dump(2);
+  EXPECT_EQ(count(k, "guard_misses"), 0u) << k.dump(2);
+  expect_correct(app);
+}
+
 // Runtime specialization: the application keeps `rounds` (a loop bound) at 2, the specialize
 // strategy turns the NVRTC source into a kernel with the constant folded in, the worker finds it
 // bitwise equal and faster in modeled time, and the shim serves it — until the application

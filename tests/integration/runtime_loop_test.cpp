@@ -283,13 +283,13 @@ TEST(RuntimeApp, SassOnlyKernelIsSkippedByPtxStrategiesWithTheReasonInShow) {
   ASSERT_TRUE(wait_for(
       [&] {
         shown = ctl.request({{"cmd", "show"}, {"target", k_bucket}});
-        return shown["result"].value("skipped", json::object()).size() >= 4;
+        return shown["result"].value("skipped", json::object()).size() >= 5;
       },
       30s))
       << shown.dump(2) << d->log();
   const json& kernel = shown["result"];
   EXPECT_EQ(kernel.value("ptx", ""), "none: a fatbin with SASS only (sm_90)") << kernel.dump(2);
-  for (const char* s : {"specialize", "launch_bounds", "readonly", "rejit"}) {
+  for (const char* s : {"specialize", "launch_bounds", "launch_shape", "readonly", "rejit"}) {
     EXPECT_EQ(kernel["skipped"].value(s, ""), "no PTX: a fatbin with SASS only (sm_90)")
         << s << "\n"
         << kernel.dump(2);

@@ -3,6 +3,7 @@
 // compiled by NVRTC, captures laid out as the PTX analysis says; outputs are compiled again
 // (NVRTC) or assembled (ptxas) to show that what the worker would get is valid.
 #include "agent/kernel_source.hpp"
+#include "agent/launch_shape.hpp"
 #include "agent/strategy.hpp"
 #include "cuda/nvrtc.hpp"
 #include "ptx/analysis.hpp"
@@ -755,4 +756,152 @@ TEST(LaunchBounds, NeedsOneShapeAndNoBoundsOfItsOwn) {
   own_bounds.declined = &why;
   EXPECT_EQ(strategy->start(own_bounds), nullptr);
   EXPECT_EQ(why, "the kernel declares its own launch bounds");
+}
+
+// Launch-shape tuning: kernels whose threads' work is a function of their linear index alone, as
+// NVRTC compiles them, against kernels whose results depend on the block (shared memory, a
+// barrier, a shuffle, the thread index used on its own).
+namespace {
+
+const char* const k_shape_sources = R"(
+extern "C" __global__ void linear(unsigned* out, const unsigned* in, unsigned long long n)
+{
+    unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned h = in[i];
+    for (int r = 0; r < 8; ++r) h = h * 0x9e3779b9u + (h >> 7);
+    out[i] = h;
+}
+extern "C" __global__ void block_sum(unsigned* out, const unsigned* in)
+{
+    __shared__ unsigned part[256];
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    part[threadIdx.x] = in[i];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned s = 0;
+        for (unsigned k = 0; k < blockDim.x; ++k) s += part[k];
+        out[blockIdx.x] = s;
+    }
+}
+extern "C" __global__ void per_block(unsigned* out, const unsigned* in)
+{
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    out[i] = in[i] + blockIdx.x;
+}
+extern "C" __global__ void warp_max(unsigned* out, const unsigned* in)
+{
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned v = in[i];
+    for (int d = 16; d > 0; d /= 2) v = max(v, __shfl_down_sync(0xffffffffu, v, d));
+    out[i] = v;
+}
+extern "C" __global__ void strided(unsigned* out, const unsigned* in, unsigned n)
+{
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        out[i] = in[i] * 3u;
+}
+)";
+
+std::optional<std::string> refusal(const std::string& ptx_text, const char* entry) {
+  auto m = ptx::parse(ptx_text);
+  EXPECT_TRUE(m) << (m ? "" : m.error().message);
+  const ptx::Function* f = m ? m->function(entry) : nullptr;
+  EXPECT_NE(f, nullptr) << entry;
+  if (!f) return std::string("no entry");
+  return launch_shape_refusal(*f);
+}
+
+} // namespace
+
+TEST(LaunchShape, ProvesOnlyKernelsWhoseWorkFollowsTheLinearIndex) {
+  std::string ptx_text = compile(k_shape_sources);
+  EXPECT_EQ(refusal(ptx_text, "linear"), std::nullopt);
+  auto shared = refusal(ptx_text, "block_sum");
+  ASSERT_TRUE(shared);
+  EXPECT_NE(shared->find("shared"), std::string::npos) << *shared;
+  auto block = refusal(ptx_text, "per_block");
+  ASSERT_TRUE(block);
+  EXPECT_NE(block->find("%ctaid.x"), std::string::npos) << *block;
+  auto warp = refusal(ptx_text, "warp_max");
+  ASSERT_TRUE(warp);
+  EXPECT_NE(warp->find("shfl"), std::string::npos) << *warp;
+  // A grid-stride loop reads %nctaid.x: the thread count is the same, but the proof is not made.
+  EXPECT_TRUE(refusal(ptx_text, "strided"));
+}
+
+TEST(LaunchShape, OffersOtherBlockSizesWithTheSameThreadCount) {
+  std::string ptx_text = compile(k_shape_sources);
+  auto info = analyze(ptx_text, "linear");
+  auto launch = [&](uint32_t grid) {
+    Capture c = capture(info, {{2, bytes_of(uint64_t(grid) * 1024)}}, {1024, 1, 1});
+    c.grid = {grid, 1, 1};
+    return c;
+  };
+  auto strategy = make_launch_shape_strategy();
+  EXPECT_TRUE(strategy->needs_captures());
+  auto cands = candidates_of(*strategy, task_for(ptx_text, "linear", std::nullopt,
+                                                 {launch(9), launch(7)}));
+  ASSERT_FALSE(cands.empty());
+  EXPECT_LE(cands.size(), 5u);
+  for (const Candidate& c : cands) {
+    EXPECT_EQ(c.kind, CandidateKind::ptx);
+    EXPECT_EQ(c.entry, "linear");
+    EXPECT_EQ(c.comparison, Comparison::bitwise);
+    EXPECT_EQ(c.code + std::string(1, '\0'), ptx_text + std::string(1, '\0')); // the same code
+    EXPECT_EQ(c.guard.block, (std::array<uint32_t, 3>{1024, 1, 1}));
+    EXPECT_NE(c.guard.reshape_block, 0u);
+    EXPECT_NE(c.guard.reshape_block, 1024u);
+    EXPECT_EQ(1024u % c.guard.reshape_block, 0u) << c.guard.reshape_block;
+    // Every captured launch can run reshaped, with the same thread count.
+    for (uint32_t grid : {9u, 7u}) {
+      uint32_t g[3] = {grid, 1, 1}, b[3] = {1024, 1, 1}, g2[3], b2[3];
+      ASSERT_TRUE(reshaped(c.guard, g, b, g2, b2));
+      EXPECT_EQ(uint64_t(g2[0]) * b2[0], uint64_t(grid) * 1024);
+      EXPECT_EQ(b2[0], c.guard.reshape_block);
+    }
+  }
+  EXPECT_EQ(cands.front().guard.reshape_block, 32u);
+
+  // Refused: a kernel whose results depend on the block, two block shapes, a 2-D launch.
+  auto sum = analyze(ptx_text, "block_sum");
+  EXPECT_EQ(strategy->start(task_for(ptx_text, "block_sum", std::nullopt,
+                                     {capture(sum, {}, {256, 1, 1})})),
+            nullptr);
+  Capture other = launch(9);
+  other.block = {512, 1, 1};
+  EXPECT_EQ(strategy->start(task_for(ptx_text, "linear", std::nullopt, {launch(9), other})),
+            nullptr);
+  Capture flat = launch(9);
+  flat.grid = {9, 2, 1};
+  EXPECT_EQ(strategy->start(task_for(ptx_text, "linear", std::nullopt, {flat})), nullptr);
+}
+
+TEST(LaunchShape, GuardReshapeRoundTripsAndRefusesWhatItCannotServe) {
+  Guard g;
+  g.block = {1024, 1, 1};
+  g.reshape_block = 64;
+  wire::Writer w;
+  encode(w, g);
+  wire::Reader r(w.out());
+  Guard back;
+  ASSERT_TRUE(decode(r, back));
+  EXPECT_EQ(back, g);
+  // A guard without a reshape encodes as it always did: a boolean where the flags are.
+  Guard plain;
+  plain.no_alias = true;
+  wire::Writer pw;
+  encode(pw, plain);
+  EXPECT_EQ(uint8_t(pw.out().back()), 1u);
+
+  uint32_t grid[3] = {9, 1, 1}, block[3] = {1024, 1, 1}, g2[3], b2[3];
+  ASSERT_TRUE(reshaped(g, grid, block, g2, b2));
+  EXPECT_EQ(g2[0], 144u);
+  EXPECT_EQ(b2[0], 64u);
+  uint32_t grid2d[3] = {9, 2, 1};
+  EXPECT_FALSE(reshaped(g, grid2d, block, g2, b2));
+  Guard up = g;
+  up.reshape_block = 512;
+  uint32_t odd[3] = {3, 1, 1}, small[3] = {256, 1, 1};
+  EXPECT_FALSE(reshaped(up, odd, small, g2, b2)); // 768 threads are not blocks of 512
 }
