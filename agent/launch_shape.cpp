@@ -258,31 +258,41 @@ public:
 
   std::unique_ptr<Session> start(const KernelTask& task) override {
     auto ptx_text = kernel_ptx(task);
-    if (!ptx_text) return nullptr;
+    if (!ptx_text) return decline(task, "no PTX: " + ptx_text.error().message);
     // One block shape in every captured launch, one-dimensional; the thread counts they ran.
     std::optional<std::array<uint32_t, 3>> shape;
     std::vector<uint64_t> threads;
     for (const auto& c : task.captures) {
       if (c.status != CaptureStatus::ok) continue;
-      if (shape && *shape != c.block) return nullptr;
+      if (shape && *shape != c.block) {
+        return decline(task, "the captured launches use different block shapes");
+      }
       shape = c.block;
-      if (c.grid[1] != 1 || c.grid[2] != 1) return nullptr;
+      if (c.grid[1] != 1 || c.grid[2] != 1) {
+        return decline(task, "a captured launch has a grid of more than one dimension");
+      }
       threads.push_back(uint64_t(c.grid[0]) * c.block[0]);
     }
-    if (!shape || (*shape)[1] != 1 || (*shape)[2] != 1) return nullptr;
+    if (!shape) return decline(task, "no complete capture gives the block shape");
+    if ((*shape)[1] != 1 || (*shape)[2] != 1) {
+      return decline(task, "the captured blocks have more than one dimension");
+    }
     const uint32_t block = (*shape)[0];
-    if (block == 0 || block > 1024) return nullptr;
+    if (block == 0 || block > 1024) return decline(task, "the captured block size is not valid");
 
     auto module = ptx::parse(*ptx_text, "original");
-    if (!module) return nullptr;
+    if (!module) return decline(task, "the PTX does not parse: " + module.error().message);
     const ptx::Function* f = module->function(task.key.entry);
-    if (!f || !f->is_entry || !f->has_body || f->directive("reqntid")) return nullptr;
+    if (!f || !f->is_entry || !f->has_body) return decline(task, "no body of the entry in the PTX");
+    if (f->directive("reqntid")) return decline(task, "the kernel requires its block shape (.reqntid)");
     uint64_t max_threads = 1024;
     if (const auto* d = f->directive("maxntid")) {
       max_threads = 1;
       for (int64_t v : d->values) max_threads *= uint64_t(std::max<int64_t>(v, 1));
     }
-    if (block_size_dependence(*f)) return nullptr;
+    if (auto why = block_size_dependence(*f)) {
+      return decline(task, "its results may depend on the block size: " + *why);
+    }
 
     std::vector<Candidate> out;
     for (uint32_t b = 32; b <= 1024 && out.size() < 5; b *= 2) {
@@ -305,7 +315,9 @@ public:
       c.tag = b;
       out.push_back(std::move(c));
     }
-    if (out.empty()) return nullptr;
+    if (out.empty()) {
+      return decline(task, "no other block size divides every captured launch's thread count");
+    }
     return fixed_session(std::move(out));
   }
 };
