@@ -1,7 +1,10 @@
 #include "agent/kernel_ptx.hpp"
 
+#include "agent/kernel_source.hpp"
+
 #include "cuda/fatbin.hpp"
 #include "ptx/retarget.hpp"
+#include "ptx/symbols.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -103,6 +106,111 @@ KernelCode from_fatbin(const KernelTask& task) {
   return c;
 }
 
+const char* input_type_name(uint8_t type) {
+  // CUjitInputType (cuda.h)
+  switch (type) {
+  case 0:
+    return "cubin";
+  case 1:
+    return "PTX";
+  case 2:
+    return "fatbin";
+  case 3:
+    return "object";
+  case 4:
+    return "library";
+  case 5:
+    return "NVVM IR";
+  default:
+    return "input";
+  }
+}
+
+std::string plural(size_t n, const char* one) {
+  return std::to_string(n) + " " + one + (n == 1 ? "" : "s");
+}
+
+// A cubin the application's JIT linker made (cuLinkComplete): the PTX input that defines the
+// entry, when that input loads on its own (its .extern symbols are none the link's other inputs
+// define). hone does not link the inputs itself: a kernel that needs another input stays SASS.
+KernelCode from_link(const KernelTask& task) {
+  const auto& inputs = task.linked->inputs;
+  const std::string link = "the JIT link (" + plural(inputs.size(), "input") + ")";
+  std::vector<ptx::ModuleSymbols> symbols(inputs.size());
+  size_t found = inputs.size();
+  std::string unsent;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].type != 1) continue;
+    if (inputs[i].ptx.empty()) {
+      if (inputs[i].ptx_size && unsent.empty()) {
+        unsent = "'" + inputs[i].name + "' (" + std::to_string(inputs[i].ptx_size) + " bytes)";
+      }
+      continue;
+    }
+    symbols[i] = ptx::module_symbols(inputs[i].ptx);
+    if (found == inputs.size() && symbols[i].entries.count(task.key.entry)) found = i;
+  }
+  if (found == inputs.size()) {
+    return sass(task, "a cubin from " + link + ": no PTX input the shim sent defines .entry " +
+                          task.key.entry +
+                          (unsent.empty() ? std::string()
+                                          : "; the PTX of " + unsent + " was too large to send"));
+  }
+  const auto& in = inputs[found];
+  const std::string which = "PTX input '" + in.name + "' of " + link;
+  // Its .extern symbols: one another input defines, or one a non-PTX input may define, means the
+  // module does not load without the link. None of either (vprintf, ...) is the driver's own.
+  std::vector<std::string> needs;
+  for (const auto* set : {&symbols[found].extern_funcs, &symbols[found].extern_vars}) {
+    for (const auto& name : *set) {
+      for (size_t j = 0; j < inputs.size(); ++j) {
+        if (j == found) continue;
+        const auto& other = symbols[j];
+        const bool defines = inputs[j].type == 1
+                                 ? other.functions.count(name) || other.variables.count(name)
+                                 : true; // a cubin, object or library may: hone cannot tell
+        if (defines) {
+          needs.push_back(name + " (from " + input_type_name(inputs[j].type) + " input '" +
+                          inputs[j].name + "')");
+          break;
+        }
+      }
+    }
+  }
+  if (!needs.empty()) {
+    std::string list;
+    for (size_t i = 0; i < needs.size() && i < 3; ++i) list += (i ? ", " : "") + needs[i];
+    if (needs.size() > 3) list += ", ...";
+    KernelCode c = sass(task, "a cubin from " + link + ": .entry " + task.key.entry + "'s " +
+                                  which + " is not self-contained: it uses " + list +
+                                  ", and hone does not link inputs itself");
+    return c;
+  }
+  KernelCode c;
+  c.kind = CodeKind::ptx;
+  c.ptx = strip_nul(in.ptx);
+  c.detail = which;
+  c.linked = true;
+  if (task.source && in.from_nvrtc) {
+    c.kind = CodeKind::source;
+    c.detail = "NVRTC source, and " + c.detail;
+  }
+  return c;
+}
+
+// NVRTC source that includes files from directories honed cannot read does not compile here: the
+// strategies work on the PTX instead (or on nothing, without PTX), and the detail says why.
+KernelCode source_usable(KernelCode c, const KernelTask& task) {
+  if (c.kind != CodeKind::source || !task.source) return c;
+  auto why = unreadable_include(nvrtc_candidate_options(task.source->options).include_dirs);
+  if (!why) return c;
+  const std::string prefix = "NVRTC source, and ";
+  if (c.detail.starts_with(prefix)) c.detail.erase(0, prefix.size());
+  c.kind = c.ptx.empty() ? CodeKind::sass : CodeKind::ptx;
+  c.detail += " (its NVRTC source is not used: " + *why + ")";
+  return c;
+}
+
 } // namespace
 
 const char* to_string(CodeKind k) {
@@ -155,6 +263,8 @@ KernelCode kernel_code(const KernelTask& task) {
     c.detail = "a PTX image";
     break;
   case proto::ImageFormat::cubin:
+    // A cubin the JIT linker made knows its source through the input that defines the entry.
+    if (task.linked) return source_usable(from_link(task), task);
     c = sass(task, "a cubin: SASS only");
     break;
   case proto::ImageFormat::fatbin:
@@ -170,7 +280,7 @@ KernelCode kernel_code(const KernelTask& task) {
     c.kind = CodeKind::source;
     c.detail = "NVRTC source" + (c.ptx.empty() ? std::string() : ", and " + c.detail);
   }
-  return c;
+  return source_usable(std::move(c), task);
 }
 
 Result<std::string> kernel_ptx(const KernelTask& task) {

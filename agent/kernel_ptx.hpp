@@ -30,12 +30,15 @@ struct KernelCode {
   CodeKind kind = CodeKind::unknown;
   std::string ptx;    // the PTX the strategies work on (for ptx_newer: retargeted); may be empty
   std::string detail; // for people: "compute_100 PTX retargeted to sm_90", "SASS only (sm_90)"
+  // The PTX is one of the JIT link's inputs, not the image's own: the worker's analysis is told.
+  bool linked = false;
   // The strategies have code to work on: PTX, or the NVRTC source.
   bool workable() const { return !ptx.empty() || kind == CodeKind::source; }
 };
 
-// What `task` offers to work from, from its image, source and Triton PTX (task.ptx is what this
-// resolves to, for the strategies: it is not read here).
+// What `task` offers to work from, from its image, source, Triton PTX and, for a cubin the JIT
+// linker made, the link's PTX input that defines the entry (task.ptx is what this resolves to, for
+// the strategies: it is not read here).
 KernelCode kernel_code(const KernelTask& task);
 
 // The kernel's PTX (without a trailing NUL): task.ptx when set; else the image itself when it is

@@ -7,6 +7,11 @@
 #include <memory>
 #include <set>
 
+#include <cerrno>
+#include <cstring>
+
+#include <unistd.h>
+
 namespace hone::agent {
 
 namespace {
@@ -389,6 +394,67 @@ Result<std::string> inline_into(std::string_view text, const proto::SourceInfo& 
 }
 
 } // namespace
+
+CandidateOptions nvrtc_candidate_options(const std::vector<std::string>& recorded) {
+  CandidateOptions out;
+  // Options that take their value as the next argument when written alone (NVRTC accepts both
+  // `-I dir` and `-Idir`), and how the two are joined; one-token options stay as written.
+  struct Pair {
+    std::string_view flag, join;
+  };
+  static constexpr Pair k_pairs[] = {
+      {"-I", "-I"},          {"--include-path", "--include-path="},
+      {"-D", "-D"},          {"--define-macro", "--define-macro="},
+      {"-U", "-U"},          {"--undefine-macro", "--undefine-macro="},
+      {"-include", "--pre-include="}, {"--pre-include", "--pre-include="},
+      {"-arch", "-arch="},   {"--gpu-architecture", "--gpu-architecture="},
+      {"-std", "-std="},     {"--std", "--std="},
+      {"-maxrregcount", "-maxrregcount="}, {"--maxrregcount", "--maxrregcount="},
+      {"-o", "--output-file="},
+  };
+  for (size_t i = 0; i < recorded.size(); ++i) {
+    std::string o = recorded[i];
+    if (o.empty()) continue; // hashcat passes "" for options it leaves out
+    for (const auto& p : k_pairs) {
+      if (o == p.flag && i + 1 < recorded.size()) {
+        o = std::string(p.join) + recorded[++i];
+        break;
+      }
+    }
+    // What a candidate does not make: LTO IR (-dlto makes nvrtcGetPTX fail), precompiled
+    // headers and timing or other output files (they would be written beside honed).
+    if (o == "-dlto" || o == "--dlink-time-opt" || o.starts_with("--dlink-time-opt=") ||
+        o == "-pch" || o == "--pch" || o.starts_with("--create-pch") ||
+        o.starts_with("--use-pch") || o.starts_with("--pch-dir") || o.starts_with("-time") ||
+        o.starts_with("--time") || o.starts_with("-fdevice-time-trace") ||
+        o.starts_with("--fdevice-time-trace") || o.starts_with("-split-compile") ||
+        o.starts_with("--split-compile") || o == "-o" || o.starts_with("--output-file")) {
+      out.dropped.push_back(std::move(o));
+      continue;
+    }
+    if (o.starts_with("--include-path=")) {
+      out.include_dirs.push_back(o.substr(15));
+    } else if (o.starts_with("-I") && o.size() > 2) {
+      out.include_dirs.push_back(o.substr(o[2] == '=' ? 3 : 2));
+    }
+    out.options.push_back(std::move(o));
+  }
+  return out;
+}
+
+std::optional<std::string> unreadable_include(const std::vector<std::string>& dirs) {
+  for (const auto& d : dirs) {
+    if (d.empty() || d.front() != '/') {
+      return "include directory '" + d +
+             "' is relative to the application's working directory, which honed does not know";
+    }
+    if (::access(d.c_str(), R_OK | X_OK) != 0) {
+      return "include directory " + d + " cannot be read by honed (uid " +
+             std::to_string(::geteuid()) + "): " + std::strerror(errno);
+    }
+  }
+  return std::nullopt;
+}
 
 Result<std::string> inline_headers(const proto::SourceInfo& source) {
   std::set<std::string> once;

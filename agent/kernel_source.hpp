@@ -21,6 +21,24 @@ namespace hone::agent {
 // headers (the worker's NVRTC call passes none). Includes of other files are left as written.
 Result<std::string> inline_headers(const proto::SourceInfo& source);
 
+// The options of the application's nvrtcCompileProgram as a candidate compiled from its source
+// takes them: include paths, defines, architecture, standard and the rest as recorded (the worker
+// puts its device's architecture and the toolkit's headers before them, daemon/worker/compile.cpp).
+// Two-token forms (`-I dir`, `-D NAME=1`, `--gpu-architecture compute_90`, as hashcat passes them)
+// are joined into one option each; empty options and those that make other outputs than PTX are
+// dropped.
+struct CandidateOptions {
+  std::vector<std::string> options;      // what the candidate is compiled with
+  std::vector<std::string> include_dirs; // the include directories among them, in order
+  std::vector<std::string> dropped;      // the recorded options a candidate does not take
+};
+CandidateOptions nvrtc_candidate_options(const std::vector<std::string>& recorded);
+
+// Why a candidate could not be compiled with these include directories here: the first one this
+// process cannot read (honed runs as user hone) or that is relative (the application's working
+// directory is not known here); nullopt when every one can be read.
+std::optional<std::string> unreadable_include(const std::vector<std::string>& dirs);
+
 struct KernelParam {
   std::string text; // as written: "const float* __restrict__ x"
   std::string name; // "x"

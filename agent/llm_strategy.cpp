@@ -4,6 +4,7 @@
 // A session's conversation runs on its own thread; poll(), on_verdict() and state() only touch
 // what the mutex guards, so the daemon's thread never waits for the network.
 #include "agent/kernel_ptx.hpp"
+#include "agent/kernel_source.hpp"
 #include "agent/llm.hpp"
 #include "agent/llm_answer.hpp"
 #include "agent/llm_feedback.hpp"
@@ -413,11 +414,15 @@ bool starts_with(std::string_view s, std::string_view prefix) {
 }
 
 // The original's NVRTC options that keep their meaning for a candidate compiled on its own: the
-// language standard, macros, and the floating-point mode (so the candidate rounds like the
-// original). Include paths, debug, relocatable code and the architecture (the worker sets it for
-// the device) are dropped, and nothing is added: no --use_fast_math.
-std::vector<std::string> candidate_nvrtc_options(const std::vector<std::string>& original) {
-  static constexpr std::string_view k_kept[] = {"-std=",
+// language standard, macros, the floating-point mode (so the candidate rounds like the original)
+// and the include paths (for files the source includes from disk). Debug, relocatable code and
+// the architecture (the worker sets it for the device) are dropped, and nothing is added: no
+// --use_fast_math. Two-token forms (`-D NAME`) are joined first (nvrtc_candidate_options).
+std::vector<std::string> candidate_nvrtc_options(const std::vector<std::string>& recorded) {
+  const std::vector<std::string> original = nvrtc_candidate_options(recorded).options;
+  static constexpr std::string_view k_kept[] = {"--include-path=",
+                                                "-I",
+                                                "-std=",
                                                 "--std=",
                                                 "-D",
                                                 "--define-macro=",

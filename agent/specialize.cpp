@@ -510,7 +510,7 @@ Candidate source_candidate(const proto::SourceInfo& source, SourceSpecialization
   c.kind = CandidateKind::cuda;
   c.code = std::move(spec.code);
   c.entry = std::string(k_spec_entry);
-  c.nvrtc_options = source.options;
+  c.nvrtc_options = nvrtc_candidate_options(source.options).options;
   c.comparison = Comparison::bitwise;
   c.guard = guard_for(spec.params);
   c.tag = k_tag_source;

@@ -42,6 +42,8 @@ struct KernelTask {
   std::vector<Example> examples;           // only for a strategy that asks for them
   // The PTX of a SASS image from the application's Triton cache (proto::Image::triton).
   std::string triton_ptx;
+  // A cubin the application's JIT linker made: its inputs, their PTX (proto::Image::linked).
+  std::optional<proto::Image::Linked> linked;
   // A fatbin's PTX for this compute capability (90) is not to be used: a test-only setting
   // (HONE_TEST_HIDE_PTX_ARCH) that makes a kernel the emulated device runs from PTX look SASS-only
   // or newer-arch-PTX-only to the strategies. 0: none hidden.

@@ -63,6 +63,7 @@ ImageHash get_hash(wire::Reader& r) {
 }
 
 constexpr uint32_t k_max_name = 64u << 10;
+constexpr uint32_t k_max_link_inputs = 4096; // inputs of one JIT link
 
 } // namespace
 
@@ -269,6 +270,17 @@ void encode(wire::Writer& w, const Image& m) {
     w.str(m.triton->cubin_path);
     w.str(m.triton->ptx);
   }
+  w.boolean(m.linked.has_value());
+  if (m.linked) {
+    w.u32(uint32_t(m.linked->inputs.size()));
+    for (const auto& in : m.linked->inputs) {
+      w.u8(in.type);
+      w.str(in.name);
+      w.str(in.ptx);
+      w.u64(in.ptx_size);
+      w.boolean(in.from_nvrtc);
+    }
+  }
 }
 
 bool decode(wire::Reader& r, Image& m) {
@@ -297,6 +309,21 @@ bool decode(wire::Reader& r, Image& m) {
     t.cubin_path = r.str(k_max_name);
     t.ptx = r.str();
     m.triton = std::move(t);
+  }
+  // Absent from an older shim's message.
+  if (r.ok() && r.remaining() > 0 && r.boolean()) {
+    Image::Linked l;
+    uint32_t n = r.count(k_max_link_inputs, 18);
+    for (uint32_t i = 0; i < n && r.ok(); ++i) {
+      Image::LinkInput in;
+      in.type = r.u8();
+      in.name = r.str(k_max_name);
+      in.ptx = r.str();
+      in.ptx_size = r.u64();
+      in.from_nvrtc = r.boolean();
+      l.inputs.push_back(std::move(in));
+    }
+    m.linked = std::move(l);
   }
   return r.ok();
 }

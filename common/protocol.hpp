@@ -186,6 +186,20 @@ struct Image {
     std::string ptx;
   };
   std::optional<Triton> triton;
+  // For a cubin the JIT linker made in the process (cuLinkComplete): what went into the link, so
+  // that its kernels are known by the PTX they were linked from (shim/hooks_link.cpp).
+  struct LinkInput {
+    uint8_t type = 0;        // CUjitInputType: 0 cubin, 1 PTX, 2 fatbin, 3 object, 4 library, ...
+    std::string name;        // as given to cuLinkAddData, or the path of cuLinkAddFile
+    std::string ptx;         // PTX inputs: the text, without a NUL; empty for other inputs
+    uint64_t ptx_size = 0;   // PTX inputs: the text's size, also when the text was not sent
+    bool from_nvrtc = false; // this PTX is the output of the NVRTC program that is `source`
+  };
+  struct Linked {
+    std::vector<LinkInput> inputs; // in the order they were added
+  };
+  // Appended after `triton`: an older peer ignores it.
+  std::optional<Linked> linked;
 };
 
 // Capture the next `launches` launches of kernel `kernel` (the shim's id).

@@ -322,6 +322,7 @@ void Optimizer::request_image(const KernelKey& key, Work& w) {
       w.format = ow.format;
       w.source = ow.source;
       w.triton = ow.triton;
+      w.linked = ow.linked;
       return;
     }
   }
@@ -331,14 +332,19 @@ void Optimizer::request_image(const KernelKey& key, Work& w) {
       w.format = (*img)->format;
       w.source = (*img)->source;
       w.triton = (*img)->triton;
+      w.linked = (*img)->linked;
       return;
     }
   }
-  if (w.image_requested && now_s() - w.image_asked_at < k_image_retry_s) return;
+  // A request to a process that has exited since is not waited for: the next one is asked.
+  if (w.image_requested && now_s() - w.image_asked_at < k_image_retry_s &&
+      m_registry.processes().count(w.image_conn))
+    return;
   // Another kernel of the module asked for it lately: one transfer serves them all (on_image).
   for (const auto& [other, ow] : m_work) {
     if (other.image == key.image && ow.image_requested &&
-        now_s() - ow.image_asked_at < k_image_retry_s) {
+        now_s() - ow.image_asked_at < k_image_retry_s &&
+        m_registry.processes().count(ow.image_conn)) {
       return;
     }
   }
@@ -349,12 +355,17 @@ void Optimizer::request_image(const KernelKey& key, Work& w) {
   m_send(p->first, proto::frame_of(proto::MsgType::image_request, 0, req), UniqueFd());
   w.image_requested = true;
   w.image_asked_at = now_s();
+  w.image_conn = p->first;
 }
 
 void Optimizer::request_captures(const KernelKey& key, Work& w) {
   uint32_t want = m_config.capture.captures_per_kernel;
   if (w.captures.size() >= want) return;
-  if (w.captures_asked && now_s() - w.capture_asked_at < int64_t(m_config.capture.timeout_s))
+  // Short-lived processes (one hashcat crack, one batch job) often exit before the launches
+  // they were asked to capture: the next process that runs the kernel is asked at once, not
+  // after capture.timeout_s.
+  if (w.captures_asked && now_s() - w.capture_asked_at < int64_t(m_config.capture.timeout_s) &&
+      m_registry.processes().count(w.capture_conn))
     return;
   auto p = process_with(key);
   if (!p) return;
@@ -368,6 +379,7 @@ void Optimizer::request_captures(const KernelKey& key, Work& w) {
   m_send(p->first, proto::frame_of(proto::MsgType::capture_request, 0, req), UniqueFd());
   w.captures_asked = req.launches;
   w.capture_asked_at = now_s();
+  w.capture_conn = p->first;
   if (KernelInfo* k = m_registry.kernel(key); k && k->record.state == store::KernelState::queued) {
     k->record.state = store::KernelState::capturing;
     k->dirty = true;
@@ -416,7 +428,7 @@ Job Optimizer::job_against_original(const JobEntry& job) {
   j.original_entry = job.kernel.entry;
   // Resolved PTX for an image with none the device would JIT, for the worker's analysis.
   if (w.code && (w.code->kind == agent::CodeKind::ptx_newer ||
-                 w.code->kind == agent::CodeKind::triton)) {
+                 w.code->kind == agent::CodeKind::triton || w.code->linked)) {
     j.original_ptx = w.code->ptx;
   }
   const auto& val = m_config.validation;
@@ -978,12 +990,27 @@ void Optimizer::on_image(uint64_t conn, const proto::Image& msg, UniqueFd fd) {
     return;
   }
   auto shared = std::make_shared<const std::string>(std::move(*bytes));
+  // A process that loaded the linked image from its own cache (hashcat keeps the cubin) did not
+  // see the link: what an earlier process's link said stays with the image.
+  std::optional<proto::Image::Linked> linked = msg.linked;
+  std::optional<proto::SourceInfo> source = msg.source;
+  if (!linked && m_store && msg.format == proto::ImageFormat::cubin) {
+    if (auto old = m_store->get_image(msg.image); old && *old && (*old)->linked) {
+      linked = (*old)->linked;
+      if (!source) source = (*old)->source;
+    }
+  }
+  if (linked) {
+    spdlog::info("image {}: a cubin the JIT linker made from {} input(s)", msg.image.hex(),
+                 linked->inputs.size());
+  }
   for (auto& [key, w] : m_work) {
     if (key.image != msg.image || w.has_image()) continue;
     w.image = shared;
     w.format = msg.format;
-    w.source = msg.source;
+    w.source = source;
     w.triton = msg.triton;
+    w.linked = linked;
   }
   if (msg.triton) {
     spdlog::info("image {}: its PTX is in the application's Triton cache ({})", msg.image.hex(),
@@ -995,8 +1022,9 @@ void Optimizer::on_image(uint64_t conn, const proto::Image& msg, UniqueFd fd) {
     rec.hash = msg.image;
     rec.format = msg.format;
     rec.bytes = *shared;
-    rec.source = msg.source;
+    rec.source = source;
     rec.triton = msg.triton;
+    rec.linked = linked;
     rec.first_seen = now_s();
     if (auto r = m_store->put_image(rec); !r) spdlog::error("store: {}", r.error().message);
   }
@@ -1185,7 +1213,7 @@ void Optimizer::classify(const KernelKey& key, Work& w, KernelInfo& k) {
     spdlog::info("{}: no PTX to work on ({}); strategies that need it skip the kernel", key.entry,
                  w.code->detail);
   } else if (w.code->kind == agent::CodeKind::ptx_newer ||
-             w.code->kind == agent::CodeKind::triton) {
+             w.code->kind == agent::CodeKind::triton || w.code->linked) {
     spdlog::info("{}: working on {}", key.entry, w.code->detail);
   }
 }
@@ -1196,7 +1224,11 @@ agent::KernelTask Optimizer::task_for(const KernelKey& key, const Work& w) const
   t.format = w.format;
   if (w.has_image()) t.image = *w.image;
   t.source = w.source;
+  // Source the kernel's code does not come from (another input of its JIT link) or that does not
+  // compile here (include directories honed cannot read): the strategies work on the PTX.
+  if (w.code && w.code->kind != agent::CodeKind::source) t.source.reset();
   if (w.triton) t.triton_ptx = w.triton->ptx;
+  t.linked = w.linked;
   t.hide_ptx_arch = m_hide_ptx_arch;
   if (w.code) t.ptx = w.code->ptx;
   for (const auto& c : w.captures) t.captures.push_back(c.meta);

@@ -99,13 +99,16 @@ private:
     proto::ImageFormat format = proto::ImageFormat::unknown;
     std::optional<proto::SourceInfo> source;
     std::optional<proto::Image::Triton> triton; // the PTX of a SASS image, from Triton's cache
+    std::optional<proto::Image::Linked> linked; // a JIT-linked cubin's inputs (their PTX)
     // Once the image is in: what the strategies have to work from (agent/kernel_ptx.hpp).
     std::optional<agent::KernelCode> code;
     bool image_requested = false;
     int64_t image_asked_at = 0;
+    uint64_t image_conn = 0; // the connection asked for the image
     std::vector<CaptureEntry> captures;
     int64_t capture_asked_at = 0;
     uint32_t captures_asked = 0;
+    uint64_t capture_conn = 0; // the connection asked for the captures
     // The remote tier: not asked yet, asked, candidates from it being validated here, settled.
     enum class FleetState : uint8_t { unknown, looking, adopted, done };
     FleetState fleet = FleetState::unknown;

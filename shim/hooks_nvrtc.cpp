@@ -7,7 +7,12 @@
 #include <nvrtc.h>
 
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
+
+#include <unistd.h>
 
 using namespace hone::shim;
 
@@ -21,6 +26,36 @@ struct Programs {
 Programs& programs() {
   static Programs* p = new Programs(); // never destroyed: hooks may run during exit
   return *p;
+}
+
+// `dir` as an absolute path: relative include directories are the application's working
+// directory's (hashcat passes `-I OpenCL` from its install folder), which honed does not know.
+std::string absolute_dir(const char* dir) {
+  if (!dir || !*dir || dir[0] == '/') return dir ? dir : "";
+  char cwd[4096];
+  if (!::getcwd(cwd, sizeof cwd)) return dir;
+  return std::string(cwd) + "/" + dir;
+}
+
+// The options as recorded: as given, but with include directories made absolute.
+std::vector<std::string> recorded_options(int n, const char* const* options) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n && options; ++i) {
+    const char* o = options[i];
+    if (!o) continue;
+    const std::string_view v(o);
+    if ((v == "-I" || v == "--include-path") && i + 1 < n && options[i + 1]) {
+      out.emplace_back(o);
+      out.push_back(absolute_dir(options[++i]));
+    } else if (v.starts_with("--include-path=")) {
+      out.push_back("--include-path=" + absolute_dir(o + 15));
+    } else if (v.starts_with("-I") && v.size() > 2) {
+      out.push_back("-I" + absolute_dir(o + 2));
+    } else {
+      out.emplace_back(o);
+    }
+  }
+  return out;
 }
 
 void output(nvrtcProgram prog, const char* data, Fn size_fn) {
@@ -68,12 +103,7 @@ nvrtcCompileProgram(nvrtcProgram prog, int num_options, const char* const* optio
   if (enabled()) {
     std::lock_guard lock(programs().mutex);
     auto it = programs().map.find(prog);
-    if (it != programs().map.end()) {
-      it->second.options.clear();
-      for (int i = 0; i < num_options && options; ++i) {
-        if (options[i]) it->second.options.emplace_back(options[i]);
-      }
-    }
+    if (it != programs().map.end()) it->second.options = recorded_options(num_options, options);
   }
   return real(prog, num_options, options);
 }

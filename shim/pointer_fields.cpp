@@ -8,9 +8,9 @@
 namespace hone::shim {
 
 std::optional<std::vector<PointerField>> pointer_fields(const KernelKey& key) {
-  proto::ImageFormat format = proto::ImageFormat::unknown;
-  auto bytes = registry().image_bytes(key.image, &format);
-  if (!bytes || format != proto::ImageFormat::ptx) return std::nullopt;
+  // The image's PTX, or for a cubin the JIT linker made, the PTX input that defines the entry.
+  auto bytes = registry().entry_ptx(key);
+  if (!bytes) return std::nullopt;
   auto module = ptx::parse(std::string_view(*bytes), "pointer_fields");
   if (!module) return std::nullopt;
   const ptx::Function* f = module->function(key.entry);

@@ -60,6 +60,28 @@ void* libcuda() {
 } // namespace
 
 std::atomic<void*> detail::g_real[unsigned(Fn::count)];
+
+namespace {
+
+// An NVRTC function the application never looked up (nvrtcGetPTXSize, which the shim calls to
+// size an output), from the library of an NVRTC entry point it did look up: hashcat dlopens
+// libnvrtc.so privately, so RTLD_NEXT does not reach it. nullptr when none is known yet.
+void* from_nvrtc_library(DlsymFn ds, const char* name) {
+  for (unsigned i = k_first_nvrtc_hook; i < k_first_use; ++i) {
+    void* known = detail::g_real[i].load(std::memory_order_acquire);
+    if (!known) continue;
+    Dl_info info{};
+    if (!dladdr(known, &info) || !info.dli_fname) continue;
+    void* lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) continue;
+    void* p = ds(lib, name);
+    dlclose(lib); // RTLD_NOLOAD took a reference; the application still holds its own
+    if (p) return p;
+  }
+  return nullptr;
+}
+
+} // namespace
 using detail::g_real;
 
 DlsymFn real_dlsym() {
@@ -86,6 +108,7 @@ void* detail::resolve_real(Fn f) {
   if (!ds) return nullptr;
   if (is_nvrtc(f)) {
     p = ds(RTLD_NEXT, k_names[i]);
+    if (!p) p = from_nvrtc_library(ds, k_names[i]);
   } else if (void* h = libcuda()) {
     p = ds(h, k_names[i]);
   }

@@ -28,7 +28,8 @@ namespace hone::shim {
   X(cuGraphExecHostNodeSetParams) X(cuGraphExecEventRecordNodeSetEvent)                            \
   X(cuGraphExecEventWaitNodeSetEvent) X(cuGraphExecChildGraphNodeSetParams)                        \
   X(cuGraphNodeSetEnabled) X(cuGraphDestroy) X(cuGraphDestroyNode) X(cuGraphKernelNodeGetParams)   \
-  X(cuGraphKernelNodeGetParams_v2)
+  X(cuGraphKernelNodeGetParams_v2) X(cuLinkCreate) X(cuLinkCreate_v2) X(cuLinkAddData)           \
+  X(cuLinkAddData_v2) X(cuLinkAddFile) X(cuLinkAddFile_v2) X(cuLinkComplete) X(cuLinkDestroy)
 
 #define HONE_SHIM_NVRTC_HOOKS(X)                                                                   \
   X(nvrtcCreateProgram) X(nvrtcCompileProgram) X(nvrtcGetPTX) X(nvrtcGetCUBIN)                     \

@@ -7,7 +7,9 @@
 #include "shim/config.hpp"
 #include "shim/log.hpp"
 #include "shim/real.hpp"
+#include "ptx/symbols.hpp"
 
+#include <array>
 #include <unordered_map>
 
 namespace hone::shim {
@@ -63,6 +65,7 @@ struct Registry::State {
   std::vector<KernelRecord*> all;
   std::unordered_map<ImageHash, std::shared_ptr<ImageInfo>> images;
   std::unordered_map<ImageHash, proto::SourceInfo> sources;
+  std::unordered_map<ImageHash, std::shared_ptr<const proto::Image::Linked>> links;
   uint64_t cached_bytes = 0;
   uint64_t next_id = 1;
 };
@@ -195,16 +198,6 @@ KernelRecord* Registry::record_of(uint64_t id) {
   return nullptr;
 }
 
-std::shared_ptr<const std::string> Registry::image_bytes(const ImageHash& hash,
-                                                         proto::ImageFormat* format) {
-  std::lock_guard lock(m_mutex);
-  State& s = state();
-  auto it = s.images.find(hash);
-  if (it == s.images.end()) return nullptr;
-  *format = it->second->format;
-  return it->second->bytes;
-}
-
 KernelRecord* Registry::function_unknown(const void* handle) {
   using GetName = int (*)(const char**, const void*);
   auto get_name = real_as<GetName>(Fn::cuFuncGetName);
@@ -239,8 +232,58 @@ void Registry::nvrtc_output(const proto::SourceInfo& source, const void* data, s
   if (auto it = s.images.find(h); it != s.images.end()) it->second->source_known = true;
 }
 
+void Registry::link_output(const void* data, size_t size, proto::Image::Linked inputs) {
+  if (!data) return;
+  // Hashed as module_loaded will hash the image the application loads from it.
+  auto view = cuda::locate_image(data, size ? size : cuda::k_unknown_size);
+  if (!view) {
+    log(Level::debug, "JIT link output not recognised (%s); its inputs are not kept",
+        view.error().message.c_str());
+    return;
+  }
+  const ImageHash h = ImageHash::of(view->bytes.data(), view->bytes.size());
+  // The NVRTC outputs are keyed by the bytes nvrtcGetPTX wrote, with their NUL.
+  auto nvrtc_key = [](const std::string& ptx) {
+    std::string with_nul = ptx;
+    with_nul.push_back('\0');
+    return std::array{ImageHash::of(with_nul.data(), with_nul.size()),
+                      ImageHash::of(ptx.data(), ptx.size())};
+  };
+  uint64_t bytes = 0;
+  for (const auto& in : inputs.inputs) bytes += in.ptx.size() + in.name.size();
+  std::lock_guard lock(m_mutex);
+  State& s = state();
+  std::optional<proto::SourceInfo> source;
+  for (auto& in : inputs.inputs) {
+    if (in.ptx.empty() || source) continue;
+    for (const ImageHash& k : nvrtc_key(in.ptx)) {
+      if (auto src = s.sources.find(k); src != s.sources.end()) {
+        source = src->second;
+        in.from_nvrtc = true;
+        break;
+      }
+    }
+  }
+  if (s.links.count(h)) return; // the same link made again (another thread, another context)
+  if (s.cached_bytes + bytes > config().image_cache_bytes) {
+    // Over the cache: the inputs are kept by name and size, their text dropped.
+    for (auto& in : inputs.inputs) in.ptx.clear();
+    if (first_time(Once::image_cache)) {
+      log(Level::info, "image cache full (HONE_IMAGE_CACHE_MB): later images are not kept");
+    }
+  } else {
+    s.cached_bytes += bytes;
+  }
+  s.links[h] = std::make_shared<const proto::Image::Linked>(std::move(inputs));
+  if (source) {
+    s.sources[h] = std::move(*source);
+    if (auto it = s.images.find(h); it != s.images.end()) it->second->source_known = true;
+  }
+}
+
 bool Registry::image(const ImageHash& hash, std::shared_ptr<const std::string>* bytes,
-                     proto::ImageFormat* format, std::optional<proto::SourceInfo>* source) {
+                     proto::ImageFormat* format, std::optional<proto::SourceInfo>* source,
+                     std::optional<proto::Image::Linked>* linked) {
   std::lock_guard lock(m_mutex);
   State& s = state();
   auto it = s.images.find(hash);
@@ -248,7 +291,33 @@ bool Registry::image(const ImageHash& hash, std::shared_ptr<const std::string>* 
   *bytes = it->second->bytes;
   *format = it->second->format;
   if (auto src = s.sources.find(hash); src != s.sources.end()) *source = src->second;
+  if (linked) {
+    if (auto l = s.links.find(hash); l != s.links.end()) *linked = *l->second;
+  }
   return true;
+}
+
+std::shared_ptr<const std::string> Registry::entry_ptx(const KernelKey& key) {
+  std::shared_ptr<const proto::Image::Linked> linked;
+  {
+    std::lock_guard lock(m_mutex);
+    State& s = state();
+    auto it = s.images.find(key.image);
+    if (it != s.images.end() && it->second->format == proto::ImageFormat::ptx) {
+      return it->second->bytes;
+    }
+    auto l = s.links.find(key.image);
+    if (l == s.links.end()) return nullptr;
+    linked = l->second;
+  }
+  // Scanned outside the lock: the inputs are immutable once kept.
+  for (const auto& in : linked->inputs) {
+    if (in.ptx.empty()) continue;
+    if (ptx::module_symbols(in.ptx).entries.count(key.entry)) {
+      return std::make_shared<const std::string>(in.ptx);
+    }
+  }
+  return nullptr;
 }
 
 std::vector<KernelRecord*> Registry::records() {

@@ -205,8 +205,6 @@ public:
   };
   std::vector<Handle> handles_of(const KernelKey& key);
   KernelRecord* record_of(uint64_t id);
-  // The PTX of the kernel's image, when the shim has it (for the pointer analysis).
-  std::shared_ptr<const std::string> image_bytes(const ImageHash& hash, proto::ImageFormat* format);
   // A launch of a function the shim never saw looked up: name it through the driver.
   KernelRecord* function_unknown(const void* handle);
   // CUkernel -> CUfunction (cuKernelGetFunction), CUlibrary -> CUmodule (cuLibraryGetModule).
@@ -216,9 +214,18 @@ public:
   // NVRTC output: the program's source, and the bytes it produced (PTX or CUBIN).
   void nvrtc_output(const proto::SourceInfo& source, const void* data, size_t size);
 
-  // The bytes of an image for the daemon, and its NVRTC source when known.
+  // The JIT linker made the image at `data` (`size` bytes, or from its headers when 0) from
+  // `inputs` (cuLinkComplete): kept by the image's hash for the daemon. A PTX input that an NVRTC
+  // program produced brings that program's source to the image (the first such input only).
+  void link_output(const void* data, size_t size, proto::Image::Linked inputs);
+
+  // The bytes of an image for the daemon, its NVRTC source and its link's inputs when known.
   bool image(const ImageHash& hash, std::shared_ptr<const std::string>* bytes,
-             proto::ImageFormat* format, std::optional<proto::SourceInfo>* source);
+             proto::ImageFormat* format, std::optional<proto::SourceInfo>* source,
+             std::optional<proto::Image::Linked>* linked = nullptr);
+  // The PTX that defines `key`'s entry: its image when that is PTX, else the PTX input of the
+  // JIT link that made it; nullptr when the shim has neither (for the pointer analysis).
+  std::shared_ptr<const std::string> entry_ptx(const KernelKey& key);
 
   // Every record (the reporter walks them).
   std::vector<KernelRecord*> records();

@@ -638,12 +638,33 @@ static std::optional<proto::Image::Triton> triton_source(proto::ImageFormat form
   return proto::Image::Triton{std::move((*found)->cubin_path), std::move((*found)->ptx)};
 }
 
+// The link's PTX inputs travel in the image message itself: those that would take it over the
+// frame's limit (or a string's) go without their text, keeping their size, and the daemon says so.
+static void fit_link_inputs(proto::Image& msg) {
+  uint64_t used = 64u << 10; // the fixed fields, names and margin
+  if (msg.source) {
+    used += msg.source->source.size();
+    for (const auto& [n, c] : msg.source->headers) used += n.size() + c.size() + 8;
+    for (const auto& o : msg.source->options) used += o.size() + 4;
+  }
+  for (auto& in : msg.linked->inputs) {
+    used += in.name.size() + 32;
+    if (in.ptx.size() > wire::k_max_string || used + in.ptx.size() > proto::k_max_payload) {
+      log(Level::info, "the PTX of link input %s (%zu bytes) is too large to send to honed",
+          in.name.c_str(), in.ptx.size());
+      in.ptx.clear();
+      continue;
+    }
+    used += in.ptx.size();
+  }
+}
+
 void Reporter::Impl::answer_image(uint32_t request_seq, const proto::ImageRequest& req) {
   proto::Image msg;
   msg.image = req.image;
   std::shared_ptr<const std::string> bytes;
   int memfd = -1;
-  if (registry().image(req.image, &bytes, &msg.format, &msg.source)) {
+  if (registry().image(req.image, &bytes, &msg.format, &msg.source, &msg.linked)) {
     memfd = ::memfd_create("hone-image", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     size_t done = 0;
     while (memfd >= 0 && done < bytes->size()) {
@@ -660,8 +681,12 @@ void Reporter::Impl::answer_image(uint32_t request_seq, const proto::ImageReques
       memfd = -1;
     }
   }
-  if (!msg.available) msg.source.reset();
-  if (msg.available && !msg.source &&
+  if (!msg.available) {
+    msg.source.reset();
+    msg.linked.reset();
+  }
+  if (msg.linked) fit_link_inputs(msg);
+  if (msg.available && !msg.source && !msg.linked &&
       (msg.format == proto::ImageFormat::cubin || msg.format == proto::ImageFormat::fatbin)) {
     msg.triton = triton_source(msg.format, *bytes);
   }

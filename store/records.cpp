@@ -277,13 +277,30 @@ Result<std::string> encode(const ImageRecord& r) {
     for (const auto& o : r.source->options) w.str(o);
   }
   w.i64(r.first_seen);
-  // Added after the first schema: a record without it (an older honed's) ends before.
-  if (r.triton) {
-    STORE_TRY(check_len(r.triton->cubin_path, k_max_text, "Triton cubin path"));
-    STORE_TRY(check_len(r.triton->ptx, k_max_blob, "Triton PTX"));
+  // Added after the first schema: a record without them (an older honed's) ends before. The
+  // Triton field is written when it is present or the link's inputs follow it.
+  if (r.triton || r.linked) {
+    w.boolean(r.triton.has_value());
+    if (r.triton) {
+      STORE_TRY(check_len(r.triton->cubin_path, k_max_text, "Triton cubin path"));
+      STORE_TRY(check_len(r.triton->ptx, k_max_blob, "Triton PTX"));
+      w.str(r.triton->cubin_path);
+      w.str(r.triton->ptx);
+    }
+  }
+  if (r.linked) {
+    if (r.linked->inputs.size() > k_max_items) return make_error("link has too many inputs");
     w.boolean(true);
-    w.str(r.triton->cubin_path);
-    w.str(r.triton->ptx);
+    w.u32(uint32_t(r.linked->inputs.size()));
+    for (const auto& in : r.linked->inputs) {
+      STORE_TRY(check_len(in.name, k_max_text, "link input name"));
+      STORE_TRY(check_len(in.ptx, k_max_blob, "link input PTX"));
+      w.u8(in.type);
+      w.str(in.name);
+      w.str(in.ptx);
+      w.u64(in.ptx_size);
+      w.boolean(in.from_nvrtc);
+    }
   }
   return seal(w);
 }
@@ -314,13 +331,31 @@ Result<ImageRecord> decode_image(std::string_view value) {
   }
   rec.first_seen = r.i64();
   if (r.ok() && r.remaining() > 0) {
-    // Written only when present: a record that says "absent" here is not one the store wrote
-    // (and would not encode back to the same bytes).
-    if (!r.boolean()) r.fail("an image record's Triton field says it is absent");
-    proto::Image::Triton t;
-    t.cubin_path = r.str(k_max_text);
-    t.ptx = r.str(k_max_blob);
-    rec.triton = std::move(t);
+    // Written when present or when the link's inputs follow: a record that says "absent" with
+    // nothing after it is not one the store wrote (and would not encode back to the same bytes).
+    if (r.boolean()) {
+      proto::Image::Triton t;
+      t.cubin_path = r.str(k_max_text);
+      t.ptx = r.str(k_max_blob);
+      rec.triton = std::move(t);
+    } else if (r.ok() && r.remaining() == 0) {
+      r.fail("an image record's Triton field says it is absent and nothing follows");
+    }
+  }
+  if (r.ok() && r.remaining() > 0) {
+    if (!r.boolean()) r.fail("an image record's link field says it is absent");
+    proto::Image::Linked l;
+    uint32_t n = r.count(k_max_items, 18);
+    for (uint32_t i = 0; i < n && r.ok(); ++i) {
+      proto::Image::LinkInput in;
+      in.type = r.u8();
+      in.name = r.str(k_max_text);
+      in.ptx = r.str(k_max_blob);
+      in.ptx_size = r.u64();
+      in.from_nvrtc = r.boolean();
+      l.inputs.push_back(std::move(in));
+    }
+    rec.linked = std::move(l);
   }
   STORE_TRY(close_frame(r, "image"));
   return rec;

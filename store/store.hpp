@@ -31,6 +31,8 @@ struct ImageRecord {
   int64_t first_seen = 0; // unix seconds
   // The PTX the application's Triton cache holds for this SASS image (proto::Image::triton).
   std::optional<proto::Image::Triton> triton;
+  // What the JIT linker made this cubin from in the application (proto::Image::linked).
+  std::optional<proto::Image::Linked> linked;
 };
 
 enum class KernelState : uint8_t {

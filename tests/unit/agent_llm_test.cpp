@@ -279,8 +279,10 @@ TEST(LlmStrategy, GoodReplyBecomesACandidate) {
   EXPECT_FALSE(contains(c.code, "#include \"saxpy_params.h\""));
   EXPECT_FALSE(contains(c.code, "Here is"));
   EXPECT_FALSE(contains(c.code, "```"));
-  // The options that keep their meaning: no architecture, include path, debug or fast math.
-  EXPECT_EQ(c.nvrtc_options, (std::vector<std::string>{"-std=c++17", "-DSCALE=2"}));
+  // The options that keep their meaning, include paths too (for files the source includes from
+  // disk): no architecture, debug or fast math.
+  EXPECT_EQ(c.nvrtc_options,
+            (std::vector<std::string>{"-std=c++17", "-DSCALE=2", "-I/opt/include"}));
   // Every capture used block 256: the candidate serves only such launches.
   EXPECT_EQ(c.guard.block, (std::array<uint32_t, 3>{256, 1, 1}));
   EXPECT_TRUE(eventually([&] { return contains(session->state(), "waiting for the verdict"); }))

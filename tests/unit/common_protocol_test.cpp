@@ -122,6 +122,55 @@ TEST(Protocol, MessagesRoundTrip) {
   ASSERT_TRUE(im2.source.has_value());
   EXPECT_EQ(im2.source->headers.at(0).first, "a.h");
   EXPECT_EQ(im2.source->options.at(0), "-arch=sm_90");
+  EXPECT_FALSE(im2.linked.has_value());
+}
+
+// A cubin the JIT linker made carries its inputs; a message from an older shim (it ends after the
+// Triton field) reads without them.
+TEST(Protocol, ImageWithLinkInputsRoundTripsAndOlderMessagesStillRead) {
+  Image im;
+  im.image = ImageHash{8, 9};
+  im.available = true;
+  im.format = ImageFormat::cubin;
+  im.size = 4096;
+  Image::Linked linked;
+  linked.inputs.push_back({1, "m00000_a3-optimized.cl", ".version 9.0\n.entry k()\n{ ret; }\n", 33,
+                           true});
+  linked.inputs.push_back({4, "/usr/local/cuda/lib64/libcudadevrt.a", "", 0, false});
+  im.linked = linked;
+  Image got = round_trip(im);
+  ASSERT_TRUE(got.linked.has_value());
+  ASSERT_EQ(got.linked->inputs.size(), 2u);
+  EXPECT_EQ(got.linked->inputs[0].type, 1u);
+  EXPECT_EQ(got.linked->inputs[0].name, "m00000_a3-optimized.cl");
+  EXPECT_EQ(got.linked->inputs[0].ptx, linked.inputs[0].ptx);
+  EXPECT_EQ(got.linked->inputs[0].ptx_size, 33u);
+  EXPECT_TRUE(got.linked->inputs[0].from_nvrtc);
+  EXPECT_EQ(got.linked->inputs[1].type, 4u);
+  EXPECT_TRUE(got.linked->inputs[1].ptx.empty());
+  EXPECT_FALSE(got.linked->inputs[1].from_nvrtc);
+
+  // An older shim's message: the same bytes up to the end of the Triton field.
+  Image plain = im;
+  plain.linked.reset();
+  wire::Writer w;
+  encode(w, plain);
+  std::string older = w.out();
+  older.pop_back(); // the "no link inputs" flag an older shim never wrote
+  wire::Reader r(older);
+  Image out;
+  ASSERT_TRUE(decode(r, out));
+  EXPECT_FALSE(out.linked.has_value());
+
+  // A count of inputs larger than the bytes that follow could hold is refused, not allocated.
+  wire::Writer hostile;
+  encode(hostile, plain);
+  std::string bytes = hostile.out();
+  bytes.back() = 1; // "link inputs follow"
+  bytes += std::string("\xff\xff\x00\x00", 4);
+  wire::Reader r2(bytes);
+  Image out2;
+  EXPECT_FALSE(decode(r2, out2));
 }
 
 TEST(Protocol, RejectsInconsistentMessages) {

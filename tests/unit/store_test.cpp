@@ -338,6 +338,39 @@ TEST(Store, ImageWithTritonPtxRoundTripsAndOlderRecordsStillRead) {
   EXPECT_FALSE(rec::decode_image(odd));
 }
 
+// The inputs of the JIT link that made a cubin are kept with the image, with or without a Triton
+// field before them; a record that says "no Triton field" with nothing after it is refused.
+TEST(Store, ImageWithLinkInputsRoundTrips) {
+  TempDir tmp;
+  auto store = open_store(tmp.path());
+  ASSERT_TRUE(store);
+  for (bool with_triton : {false, true}) {
+    ImageRecord img = make_image(with_triton ? 6 : 5, true);
+    img.format = proto::ImageFormat::cubin;
+    if (with_triton) img.triton = proto::Image::Triton{"/t/k.cubin", ".version 8.4\n"};
+    proto::Image::Linked linked;
+    linked.inputs.push_back({1, "shared.cl", ".version 9.0\n", 13, true});
+    linked.inputs.push_back({0, "other.cubin", "", 0, false});
+    img.linked = linked;
+    ASSERT_TRUE(store->put_image(img));
+    auto got = store->get_image(img.hash);
+    ASSERT_TRUE(got && got->has_value()) << with_triton;
+    EXPECT_EQ((*got)->triton.has_value(), with_triton);
+    ASSERT_TRUE((*got)->linked.has_value());
+    ASSERT_EQ((*got)->linked->inputs.size(), 2u);
+    EXPECT_EQ((*got)->linked->inputs[0].name, "shared.cl");
+    EXPECT_EQ((*got)->linked->inputs[0].ptx, ".version 9.0\n");
+    EXPECT_EQ((*got)->linked->inputs[0].ptx_size, 13u);
+    EXPECT_TRUE((*got)->linked->inputs[0].from_nvrtc);
+    EXPECT_EQ((*got)->linked->inputs[1].type, 0u);
+    auto encoded = rec::encode(**got);
+    ASSERT_TRUE(encoded);
+    auto decoded = rec::decode_image(*encoded);
+    ASSERT_TRUE(decoded) << decoded.error().message;
+    EXPECT_EQ(bytes_of(*decoded), *encoded);
+  }
+}
+
 TEST(Store, KernelRoundTripAndListing) {
   TempDir tmp;
   auto store = open_store(tmp.path());
