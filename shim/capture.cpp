@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -364,13 +365,17 @@ std::vector<CaptureReady> capture_collect() {
     bool copied = ready.capture.status == CaptureStatus::ok;
     int fd = copied ? ::memfd_create("hone-capture", MFD_CLOEXEC | MFD_ALLOW_SEALING) : -1;
     bool ok = fd >= 0;
+    int error = ok ? 0 : errno;
     const char* data = static_cast<const char*>(p.host);
     for (uint64_t done_bytes = 0; ok && done_bytes < ready.capture.data_bytes;) {
       ssize_t n = ::write(fd, data + done_bytes, ready.capture.data_bytes - done_bytes);
-      if (n <= 0)
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
         ok = false;
-      else
+        error = n < 0 ? errno : ENOSPC;
+      } else {
         done_bytes += uint64_t(n);
+      }
     }
     if (ok) {
       ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
@@ -379,7 +384,9 @@ std::vector<CaptureReady> capture_collect() {
       if (fd >= 0) ::close(fd);
       if (copied) {
         ready.capture.status = CaptureStatus::failed;
-        ready.capture.reason = "could not write the capture to a memfd";
+        ready.capture.reason = std::string("could not write the capture (") +
+                               std::to_string(ready.capture.data_bytes) +
+                               " bytes) to a memfd: " + std::strerror(error);
       }
       ready.capture.buffers.clear();
       ready.capture.data_bytes = 0;
