@@ -1,5 +1,6 @@
 #include "shim/capture_bounds.hpp"
 
+#include "cuda/fatbin.hpp"
 #include "ptx/bounds_probe.hpp"
 #include "ptx/parser.hpp"
 #include "shim/real.hpp"
@@ -8,7 +9,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
+
+#include <dlfcn.h>
 
 namespace hone::shim {
 
@@ -54,12 +58,64 @@ std::string driver_error(int r) {
   return s ? std::string(s) : "error " + std::to_string(r);
 }
 
-void build(Probe& p, KernelRecord* r) {
+// libzstd, loaded when a fatbin's PTX is zstd-compressed (nvcc's default): the shim links no
+// zstd (cuda/CMakeLists.txt), so it takes the system's at run time, or refuses the entry.
+Result<std::vector<uint8_t>> zstd_at_run_time(std::span<const uint8_t> in, uint64_t expected) {
+  using Decompress = size_t (*)(void*, size_t, const void*, size_t);
+  using IsError = unsigned (*)(size_t);
+  static void* lib = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+  auto sym = real_dlsym();
+  auto decompress = lib && sym ? reinterpret_cast<Decompress>(sym(lib, "ZSTD_decompress")) : nullptr;
+  auto is_error = lib && sym ? reinterpret_cast<IsError>(sym(lib, "ZSTD_isError")) : nullptr;
+  if (!decompress || !is_error) {
+    return make_error("the PTX is zstd-compressed and libzstd.so.1 could not be loaded");
+  }
+  if (expected > cuda::k_max_uncompressed_size) return make_error("compressed PTX too large");
+  std::vector<uint8_t> out(expected);
+  size_t n = decompress(out.data(), out.size(), in.data(), in.size());
+  if (is_error(n) || n != expected) return make_error("the compressed PTX does not decompress");
+  return out;
+}
+
+// The device's SM number (90 for sm_90), for picking a fatbin's PTX as the driver would.
+uint32_t device_arch() {
+  using DeviceGet = int (*)(int*, int);
+  using DeviceAttr = int (*)(int*, int, int);
+  auto get = real_as<DeviceGet>(Fn::cuDeviceGet);
+  auto attr = real_as<DeviceAttr>(Fn::cuDeviceGetAttribute);
+  int dev = 0, major = 0, minor = 0;
+  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
+  if (!get || !attr || get(&dev, 0) != 0 || attr(&major, 75, dev) != 0 ||
+      attr(&minor, 76, dev) != 0) {
+    return 0;
+  }
+  return uint32_t(major * 10 + minor);
+}
+
+// The PTX of the kernel's image: the image itself, or the fatbin's PTX entry the driver would JIT.
+Result<std::string> image_ptx(KernelRecord* r) {
   proto::ImageFormat format = proto::ImageFormat::unknown;
   auto bytes = registry().image_bytes(r->key.image, &format);
-  if (!bytes || format != proto::ImageFormat::ptx) {
-    p.error = "the shim has no PTX of the kernel (a cubin image, or one not kept: "
-              "HONE_IMAGE_CACHE_MB)";
+  if (!bytes) {
+    return make_error("the shim did not keep the kernel's image (HONE_IMAGE_CACHE_MB)");
+  }
+  if (format == proto::ImageFormat::ptx) return std::string(*bytes);
+  if (format != proto::ImageFormat::fatbin) {
+    return make_error("the kernel's image is a cubin: SASS only, no PTX to instrument");
+  }
+  std::span<const uint8_t> all(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
+  auto fatbin = cuda::parse_fatbin(all);
+  if (!fatbin) return make_error("its fatbin does not parse: " + fatbin.error().message);
+  const uint32_t arch = device_arch();
+  const cuda::FatbinEntry* entry = cuda::select_ptx(*fatbin, arch ? arch : 0xffff);
+  if (!entry) return make_error("its fatbin holds no PTX for sm_" + std::to_string(arch));
+  return cuda::entry_ptx(*entry, &zstd_at_run_time);
+}
+
+void build(Probe& p, KernelRecord* r) {
+  auto bytes = image_ptx(r);
+  if (!bytes) {
+    p.error = bytes.error().message;
     return;
   }
   auto module = ptx::parse(std::string_view(*bytes), "bounds_probe");

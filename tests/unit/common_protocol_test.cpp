@@ -179,6 +179,12 @@ TEST(Protocol, HostileBytesNeverCrash) {
 
 namespace {
 
+std::string encoded(const Capture& c) {
+  wire::Writer w;
+  encode(w, c);
+  return w.out();
+}
+
 Capture two_buffer_capture() {
   Capture c;
   c.request = 7;
@@ -212,7 +218,8 @@ TEST(CaptureFormat, BoundedRangesRoundTrip) {
   wire::Reader r(w.out());
   Capture back;
   ASSERT_TRUE(decode(r, back)) << r.error();
-  EXPECT_EQ(back, c);
+  EXPECT_EQ(encoded(back), encoded(c));
+  EXPECT_TRUE(back.buffers[1] == c.buffers[1]);
   EXPECT_TRUE(back.buffers[1].bounded);
   EXPECT_EQ(back.buffers[1].range_offset(), 65536u);
   EXPECT_EQ(back.buffers[1].allocation_size(), 8u << 20);
@@ -241,6 +248,7 @@ TEST(CaptureFormat, CapturesWrittenBeforeBoundedRangesStillDecode) {
   wire::Reader r(old);
   Capture back;
   ASSERT_TRUE(decode(r, back)) << r.error();
-  EXPECT_EQ(back, c);
+  EXPECT_EQ(encoded(back), encoded(c));
+  EXPECT_TRUE(back.buffers[0] == c.buffers[0]);
   EXPECT_FALSE(back.buffers[0].bounded);
 }

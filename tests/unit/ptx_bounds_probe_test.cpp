@@ -130,7 +130,6 @@ TEST(PtxBoundsProbe, RecordsExactRangesAndChangesNoMemory) {
 TEST(PtxBoundsProbe, RefusesWhatItCannotSee) {
   // printf: a call to vprintf, which has no body here and writes where the probe cannot see.
   std::string ptx = compile(R"(
-#include <cstdio>
 extern "C" __global__ void talk(int* out) { printf("%d\n", out[threadIdx.x]); }
 )");
   ASSERT_FALSE(ptx.empty());

@@ -1658,7 +1658,8 @@ extern "C" __global__ void scale_h(float a, const float* x, float* y, int n)
 
 namespace {
 
-// `c` as the shim captures it with a bounds probe: buffer `i`'s allocation by the range
+// `c` as the shim captures it with a bounds probe: buffer `i`'s allocation (buffers list the
+// pointer parameters only: scale's x is buffer 0, y buffer 1) by the range
 // [lo, hi) of it (offsets from the allocation's base), the other buffers whole.
 Captured bounded(const Captured& c, uint32_t i, uint64_t lo, uint64_t hi) {
   Captured out = c;
@@ -1686,7 +1687,7 @@ Captured bounded(const Captured& c, uint32_t i, uint64_t lo, uint64_t hi) {
   wire::Reader r(bytes);
   Capture decoded;
   EXPECT_TRUE(decode(r, decoded)) << r.error();
-  EXPECT_EQ(decoded, out.capture);
+  EXPECT_TRUE(decoded.buffers == out.capture.buffers);
   return out;
 }
 
@@ -1710,7 +1711,7 @@ TEST_F(WorkerTest, BoundedRangesAreRestoredAtTheirOffsetFromThePointer) {
   Captured whole = scale_in_larger_buffers(n);
   // x by the bytes the launch reads, which start past the pointer's allocation base; y by the
   // bytes it writes.
-  Captured c = bounded(bounded(whole, 1, 1024 * 4, (1024 + n) * 4), 2, 0, n * 4);
+  Captured c = bounded(bounded(whole, 0, 1024 * 4, (1024 + n) * 4), 1, 0, n * 4);
   EXPECT_LT(c.data.size(), whole.data.size() / 2);
   Job job = make_job("scale", CandidateKind::ptx, originals_ptx(), "scale", {&c});
   Verdict v = worker().run(job, data_of({&c}));
@@ -1719,7 +1720,7 @@ TEST_F(WorkerTest, BoundedRangesAreRestoredAtTheirOffsetFromThePointer) {
 
 TEST_F(WorkerTest, CandidateWritingOneElementPastTheBoundedRangeIsCaught) {
   const int n = 4096;
-  Captured c = bounded(scale_in_larger_buffers(n), 2, 0, n * 4);
+  Captured c = bounded(scale_in_larger_buffers(n), 1, 0, n * 4);
   // y[n] lies inside the application's allocation, but outside what the original can touch.
   const char* past = R"(
 extern "C" __global__ void scale_past(float a, const float* x, float* y, int n)
@@ -1738,7 +1739,7 @@ extern "C" __global__ void scale_past(float a, const float* x, float* y, int n)
 TEST_F(WorkerTest, BoundedRangeTheOriginalWritesPastMakesTheCaptureUnusable) {
   const int n = 4096;
   // A wrong bound: y's range ends 256 bytes before the last byte the original writes.
-  Captured c = bounded(scale_in_larger_buffers(n), 2, 0, n * 4 - 256);
+  Captured c = bounded(scale_in_larger_buffers(n), 1, 0, n * 4 - 256);
   Job job = make_job("scale", CandidateKind::ptx, originals_ptx(), "scale", {&c});
   Verdict v = worker().run(job, data_of({&c}));
   ASSERT_EQ(v.kind, VerdictKind::unsupported) << describe(v);
