@@ -468,6 +468,7 @@ void capture_reset_after_fork() {
   g_refused = new std::vector<CaptureReady>();
   g_spent = new std::vector<Spent>();
   g_capturing.store(0, std::memory_order_relaxed); // the threads that were capturing are not here
+  probes_reset_after_fork();
 }
 
 } // namespace hone::shim

@@ -147,6 +147,11 @@ void build(Probe& p, KernelRecord* r) {
 
 } // namespace
 
+void probes_reset_after_fork() {
+  // Leaked: a mutex in the old map may be held by a thread the child does not have.
+  g_probes = new std::map<std::pair<const KernelRecord*, CUctx>, std::unique_ptr<Probe>>();
+}
+
 void captured_range(const TouchedRange& t, uint64_t pointer, uint64_t* start, uint64_t* size) {
   const uint64_t end = t.base + t.size;
   uint64_t lo = t.touched() ? t.lo : std::clamp(pointer, t.base, end);

@@ -31,6 +31,9 @@ inline constexpr uint64_t k_range_alignment = 256;
 Result<void> probe_launch(KernelRecord* r, void* function, const LaunchArgs& a,
                           std::vector<TouchedRange>& ranges);
 
+// After fork: the parent's probes (modules of its contexts) are not the child's.
+void probes_reset_after_fork();
+
 // The range of `t`'s allocation to capture: [lo, hi) widened to k_range_alignment, at least one
 // aligned block (around `pointer` when nothing was touched), within the allocation.
 void captured_range(const TouchedRange& t, uint64_t pointer, uint64_t* start, uint64_t* size);

@@ -244,7 +244,7 @@ TEST_F(LlamaRun, F16InBatchesOfSixteenAgreesWithTheCpuBackend) {
 TEST_F(LlamaRun, WeightsOverTheCaptureCapAreCapturedByBoundedRanges) {
   // Q4_0, 6 layers of 256 wide: about 2.3 MiB of weights in one buffer, over max_mb = 1.
   const std::string m = model("q4_0", {"--layers", "6"});
-  const RunSpec plain_spec{m, "cuda", 4, 24, 1};
+  const RunSpec plain_spec{m, "cuda", 4, 16, 1};
   const json plain = run(plain_spec);
   ASSERT_FALSE(plain.is_null());
 
