@@ -1,6 +1,7 @@
 // Shadow inputs (DESIGN.md, "Shadow inputs"): one launch of a kernel as the application made it —
-// its shape, its parameter bytes, and for every pointer parameter the whole device allocation it
-// points into, copied just before the launch (and optionally just after it).
+// its shape, its parameter bytes, and for every pointer parameter the device allocation it points
+// into — the range of it the launch touches where a bounds probe ran (shim/README.md, "Bounded
+// captures"), else all of it — copied just before the launch (and optionally just after it).
 //
 // The metadata travels in frames; the bytes live in a sealed memfd. Captures are production data:
 // never logged, kept in memory unless the operator opts in, dropped when no longer needed.

@@ -197,6 +197,9 @@ private:
       }
       break;
     }
+    case Opcode::discard:
+      // discard.global.L2 leaves the bytes undefined: the application's memory, so not run.
+      return ok();
     case Opcode::tex:
     case Opcode::tld4:
     case Opcode::suld:

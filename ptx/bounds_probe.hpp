@@ -5,7 +5,8 @@
 // The probe runs in the application's place once, just before a captured launch, with the
 // launch's own shape and parameter bytes: its loads are real (so addresses that depend on data
 // are the ones the kernel computes), its stores, reductions and atomics to global memory are
-// suppressed (an atomic becomes a load of the value it would have returned). Every global or
+// suppressed (an atomic becomes a load of the value it would have returned; discard.global.L2,
+// which leaves bytes undefined, is dropped). Every global or
 // generic access then looks its address up in a table the shim fills, and widens the matching
 // record with atom.global.min/max.u64 (PTX ISA 9.7.13.5, "atom").
 //
