@@ -242,16 +242,16 @@ TEST_F(LlamaRun, F16InBatchesOfSixteenAgreesWithTheCpuBackend) {
 // are captured by the bytes their launch touches, validated and judged, with no internal
 // verdict, and the application's tokens are those of the plain emulated run.
 TEST_F(LlamaRun, WeightsOverTheCaptureCapAreCapturedByBoundedRanges) {
-  // Q4_0, 6 layers of 256 wide: about 2.3 MiB of weights in one buffer, over max_mb = 1.
+  // Q4_0, 6 layers of 256 wide: about 2.0 MiB of weights in one buffer, over max_mb = 1.
   const std::string m = model("q4_0", {"--layers", "6"});
-  const RunSpec plain_spec{m, "cuda", 4, 16, 1};
+  const RunSpec plain_spec{m, "cuda", 4, 24, 1};
   const json plain = run(plain_spec);
   ASSERT_FALSE(plain.is_null());
 
   DaemonOptions o;
   o.config = "[server]\nreport_interval_ms = 200\n"
              "[worker]\ndriver = \"" + std::string(HONE_LLAMA_EMU_DIR) + "/libcuda.so.1\"\n"
-             "[optimizer]\nenabled = true\nhot_min_launches = 20\ngpu_share = 1.0\n"
+             "[optimizer]\nenabled = true\nhot_min_launches = 5\ngpu_share = 1.0\n"
              "[capture]\ncaptures_per_kernel = 1\ntimeout_s = 60\nmax_mb = 1\n"
              "[validation]\nwarmup = 0\nruns = 3\nmin_runs = 3\njob_timeout_s = 120\n";
   auto d = DaemonProcess::start(std::move(o));
