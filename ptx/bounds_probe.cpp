@@ -3,6 +3,7 @@
 #include "ptx/printer.hpp"
 
 #include <algorithm>
+#include <map>
 
 namespace hone::ptx {
 
@@ -45,6 +46,16 @@ public:
   Rewriter(const Module& source, const Module& out) : m_source(source), m_module(out) {}
 
   Result<void> function(Function& f) {
+    // How often each register is named in the body: an atomic whose destination is named
+    // nowhere else is a reduction whose result is dropped (nvcc emits atom for atomicAdd even
+    // when its value is unused).
+    m_mentions.clear();
+    for (const auto& st : f.body) {
+      if (const auto* in = std::get_if<Instruction>(&st.item)) {
+        if (!in->guard.empty()) ++m_mentions[in->guard];
+        for (const auto& o : in->operands) count(o);
+      }
+    }
     std::vector<Statement> out;
     out.reserve(f.body.size() * 2);
     out.push_back(opaque(".reg .b64 %hone_a, %hone_w, %hone_t, %hone_n, %hone_b, %hone_z, "
@@ -66,6 +77,22 @@ public:
   }
 
 private:
+  void count(const Operand& o) {
+    if ((o.kind == Operand::Kind::reg || (o.kind == Operand::Kind::address && o.base_is_reg)) &&
+        !o.name.empty())
+      ++m_mentions[o.name];
+    for (const auto& e : o.elems) count(e);
+  }
+
+  // The atomic's result is used: some other operand names its destination register(s).
+  bool result_used(const Instruction& in) {
+    if (in.operands.empty()) return true;
+    const Operand& d = in.operands[0];
+    if (d.kind == Operand::Kind::sink) return false;
+    if (d.kind == Operand::Kind::reg) return m_mentions[d.name] > 1;
+    return true; // a vector destination: assume used
+  }
+
   Statement opaque(const std::string& text) {
     return Statement{{}, Opaque{m_module.keep(text)}};
   }
@@ -130,6 +157,12 @@ private:
       Where w = where_of(in);
       const Operand* a = address_of(in, 0);
       if (w == Where::other) break;
+      // A load that can see another thread's store may be a wait for it (a flag, a grid
+      // barrier, decoupled look-back): with stores suppressed, the probe would wait forever.
+      if (in.has_mod("volatile") || in.has_mod("relaxed") || in.has_mod("acquire")) {
+        return refuse("a load that may wait for another thread's store, which the probe "
+                      "suppresses");
+      }
       if (!a) return refuse("a load whose address the probe cannot read");
       std::string skip = record(in, *a, uint64_t(type_size(in.last_type())) * vector_count(in), out);
       out.push_back(Statement{{}, skip.empty() ? in : unguarded(in)});
@@ -141,19 +174,15 @@ private:
     case Opcode::red: {
       Where w = where_of(in);
       if (w == Where::other) break;
+      // An atomic's result may be polled (a lock, a counter other blocks bump): suppressed, it
+      // would never change and the probe could spin forever. Reductions return nothing.
+      if (in.op == Opcode::atom && result_used(in)) {
+        return refuse("an atomic whose result the kernel may wait on, which the probe "
+                      "cannot suppress safely");
+      }
       const Operand* a = address_of(in, 0);
       if (!a) return refuse("a store whose address the probe cannot read");
       std::string skip = record(in, *a, uint64_t(type_size(in.last_type())) * vector_count(in), out);
-      // The value an atomic would return: what is in memory now (a load of the same width).
-      Instruction load;
-      if (in.op == Opcode::atom) {
-        load.op = Opcode::ld;
-        load.mods = {"global"};
-        if (vector_count(in) > 1) load.mods.push_back(m_module.keep("v" + std::to_string(vector_count(in))));
-        uint32_t bytes = type_size(in.last_type());
-        load.mods.push_back(bytes == 2 ? "b16" : bytes == 4 ? "b32" : bytes == 8 ? "b64" : "b128");
-        load.operands = {in.operands[0], *a};
-      }
       if (w == Where::generic) {
         // A generic address may be shared or local memory, which stays real.
         out.push_back(opaque("isspacep.global %hone_g, %hone_a;"));
@@ -161,12 +190,6 @@ private:
         real.guard = "%hone_g";
         real.guard_negated = true;
         out.push_back(Statement{{}, real});
-        if (in.op == Opcode::atom) {
-          load.guard = "%hone_g";
-          out.push_back(Statement{{}, load});
-        }
-      } else if (in.op == Opcode::atom) {
-        out.push_back(Statement{{}, load});
       }
       end(skip, out);
       return ok();
@@ -219,6 +242,7 @@ private:
   const Module& m_source;
   const Module& m_module;
   uint64_t m_next = 0;
+  std::map<std::string_view, int> m_mentions;
 };
 
 } // namespace

@@ -2,11 +2,12 @@
 // highest global address it touches inside each of a set of device allocations, and changes no
 // memory of the application (shim/README.md, "Bounded captures").
 //
-// The probe runs in the application's place once, just before a captured launch, with the
-// launch's own shape and parameter bytes: its loads are real (so addresses that depend on data
-// are the ones the kernel computes), its stores, reductions and atomics to global memory are
-// suppressed (an atomic becomes a load of the value it would have returned; discard.global.L2,
-// which leaves bytes undefined, is dropped). Every global or
+// The probe runs once, just before a captured launch, with the launch's own shape and parameter
+// bytes: its loads are real (so addresses that depend on data are the ones the kernel computes),
+// its stores and reductions to global memory are suppressed (discard.global.L2, which leaves bytes
+// undefined, is dropped). A kernel that may wait for another thread's store (a global atomic,
+// whose result can be polled, or a volatile/relaxed/acquire load) gets no probe: suppressed
+// stores would make it spin forever. Every global or
 // generic access then looks its address up in a table the shim fills, and widens the matching
 // record with atom.global.min/max.u64 (PTX ISA 9.7.13.5, "atom").
 //
@@ -34,8 +35,8 @@ inline constexpr uint64_t k_probe_header_bytes = 8;
 // The PTX text of a module holding `entry` of `module`, instrumented as above, and every .func of
 // the module likewise (calls reach them). An error says why no probe can be made: an instruction
 // whose effect on global memory the probe cannot see or suppress (texture and surface access,
-// bulk and tensor copies, multimem, a call to a function without a body such as vprintf), or an
-// instruction the IR does not model.
+// bulk and tensor copies, multimem, a call to a function without a body such as vprintf), one
+// that may wait for another thread's store (above), or an instruction the IR does not model.
 Result<std::string> bounds_probe(const Module& module, std::string_view entry);
 
 } // namespace hone::ptx

@@ -1,6 +1,7 @@
 // ptx/bounds_probe: the instrumented copy of a kernel records, per allocation, the lowest and
-// highest byte one launch touches, exactly, and leaves the application's memory as it was; ptxas
-// accepts it; kernels whose memory effects it cannot see are refused.
+// highest byte one launch touches, exactly, and leaves the application's memory as it was (its
+// stores and reductions suppressed); ptxas accepts it; kernels whose memory effects it cannot see,
+// or that may wait for another thread's store, are refused.
 #include "cuda/nvrtc.hpp"
 #include "ptx/bounds_probe.hpp"
 #include "ptx/parser.hpp"
@@ -150,6 +151,21 @@ extern "C" __global__ void fetch(cudaTextureObject_t t, float* out) {
   probe = ptx::bounds_probe(*m, "fetch");
   ASSERT_FALSE(probe);
   EXPECT_NE(probe.error().message.find("cannot see"), std::string::npos) << probe.error().message;
+
+  // Waits for another block's store (a flag polled through an atomic, or a volatile load): with
+  // stores suppressed the probe would spin forever, so no probe is made.
+  for (const char* wait : {"while (atomicCAS(flag, 0u, 0u) == 0u) {}",
+                           "while (*(volatile unsigned*)flag == 0u) {}"}) {
+    std::string src = std::string("extern \"C\" __global__ void waits(unsigned* flag, float* out) {\n"
+                                  "  if (blockIdx.x == 0) { if (threadIdx.x == 0) atomicExch(flag, 1u); }\n"
+                                  "  else ") + wait + "\n  out[blockIdx.x] = 1.0f;\n}\n";
+    ptx = compile(src.c_str());
+    m = ptx::parse(ptx, "waits.ptx");
+    ASSERT_TRUE(m) << m.error().message;
+    probe = ptx::bounds_probe(*m, "waits");
+    ASSERT_FALSE(probe) << wait;
+    EXPECT_NE(probe.error().message.find("wait"), std::string::npos) << probe.error().message;
+  }
 
   // No such entry.
   EXPECT_FALSE(ptx::bounds_probe(*m, "nothing"));
