@@ -36,7 +36,16 @@ void encode(wire::Writer& w, const Capture& c) {
   }
   w.u64(c.data_bytes);
   w.str(c.arch);
-  w.boolean(c.pointers_from_analysis);
+  // Flags: bit 0 pointers_from_analysis, bit 1 the bounds section follows. A capture written
+  // before bounded captures existed has 0 or 1 here and no section: its buffers are whole.
+  w.u8(uint8_t((c.pointers_from_analysis ? 1 : 0) | 2));
+  for (const auto& b : c.buffers) {
+    w.boolean(b.bounded);
+    if (!b.bounded) continue;
+    w.u64(b.alloc_base);
+    w.u64(b.alloc_size);
+  }
+  w.str(c.whole_why);
 }
 
 bool decode(wire::Reader& r, Capture& c) {
@@ -72,7 +81,15 @@ bool decode(wire::Reader& r, Capture& c) {
   }
   c.data_bytes = r.u64();
   c.arch = r.str(32);
-  c.pointers_from_analysis = r.boolean();
+  uint8_t flags = r.u8();
+  if (flags > 3) r.fail("unknown capture flags");
+  c.pointers_from_analysis = (flags & 1) != 0;
+  for (auto& b : c.buffers) {
+    b.bounded = (flags & 2) ? r.boolean() : false;
+    b.alloc_base = b.bounded ? r.u64() : 0;
+    b.alloc_size = b.bounded ? r.u64() : 0;
+  }
+  if (flags & 2) c.whole_why = r.str(4096);
   if (!r.ok()) return false;
   // Everything the metadata says must lie where it says.
   for (const auto& p : c.params) {
@@ -86,8 +103,14 @@ bool decode(wire::Reader& r, Capture& c) {
       r.fail("buffer names a pointer outside its parameter");
       return false;
     }
-    if (b.pointer < b.base || b.pointer - b.base > b.size) {
+    if (b.pointer < b.allocation_base() ||
+        b.pointer - b.allocation_base() > b.allocation_size()) {
       r.fail("buffer pointer outside its allocation");
+      return false;
+    }
+    if (b.bounded && (b.base < b.alloc_base || b.size > b.alloc_size ||
+                      b.base - b.alloc_base > b.alloc_size - b.size)) {
+      r.fail("buffer range outside its allocation");
       return false;
     }
     auto within = [&](uint64_t off) { return off <= c.data_bytes && b.size <= c.data_bytes - off; };

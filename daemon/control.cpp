@@ -42,6 +42,21 @@ const char* format_name(proto::ImageFormat f) {
   }
 }
 
+// Per buffer of the last capture: which parameter, how many bytes were captured, and whether by
+// a bounded range (with its offset in the allocation) or the whole allocation.
+json captured_buffers_json(const KernelInfo& k) {
+  json out = json::array();
+  for (const auto& b : k.captured_buffers) {
+    out.push_back({{"param", b.param},
+                   {"field", b.field},
+                   {"bounded", b.bounded},
+                   {"bytes", b.size},
+                   {"allocation_bytes", b.allocation_size()},
+                   {"range_offset", b.range_offset()}});
+  }
+  return out;
+}
+
 json kernel_json(const KernelInfo& k) {
   const auto& r = k.record;
   return json{{"key", r.key.str()},
@@ -77,6 +92,8 @@ json kernel_json(const KernelInfo& k) {
               {"code", k.code.empty() ? "unknown" : k.code},
               {"workable", k.workable},
               {"capture_refused", k.capture_refused},
+              {"captured_buffers", captured_buffers_json(k)},
+              {"captured_whole_why", k.captured_whole_why},
               {"skipped", k.skipped}};
 }
 

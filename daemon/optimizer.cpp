@@ -1076,7 +1076,11 @@ void Optimizer::on_capture(uint64_t conn, const Capture& msg, UniqueFd fd) {
     advance_soon(); // the jobs waiting for a capture end now, with the reason
     return;
   }
-  if (KernelInfo* k = m_registry.kernel(msg.key)) k->capture_refused.clear();
+  if (KernelInfo* k = m_registry.kernel(msg.key)) {
+    k->capture_refused.clear();
+    k->captured_buffers = msg.buffers;
+    k->captured_whole_why = msg.whole_why;
+  }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || uint64_t(st.st_size) < msg.data_bytes) {
     spdlog::warn("a capture from connection {} is shorter than it says; dropped", conn);
@@ -1103,8 +1107,10 @@ void Optimizer::on_capture(uint64_t conn, const Capture& msg, UniqueFd fd) {
   e.data = std::make_shared<UniqueFd>(std::move(fd));
   m_capture_bytes += msg.data_bytes;
   w.captures.push_back(std::move(e));
-  spdlog::info("captured a launch of {} ({} buffers, {} bytes)", msg.key.entry, msg.buffers.size(),
-               msg.data_bytes);
+  size_t bounded = 0;
+  for (const auto& b : msg.buffers) bounded += b.bounded ? 1 : 0;
+  spdlog::info("captured a launch of {} ({} buffers, {} by bounded ranges, {} bytes)",
+               msg.key.entry, msg.buffers.size(), bounded, msg.data_bytes);
   advance_soon();
 }
 

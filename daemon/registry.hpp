@@ -6,6 +6,8 @@
 // connection.
 #pragma once
 
+#include "common/capture.hpp"
+
 #include "common/protocol.hpp"
 #include "store/store.hpp"
 
@@ -68,6 +70,10 @@ struct KernelInfo {
   // Why the last capture of its shadow inputs was refused by the process (a graph the shim
   // observes only, buffers over the cap, ...); empty once one succeeds.
   std::string capture_refused;
+  // The buffers of the last capture the process sent: each by its bounded range or whole
+  // (shim/README.md, "Bounded captures"), and why whole when a bounds probe could not run.
+  std::vector<CaptureBuffer> captured_buffers;
+  std::string captured_whole_why;
   // The variant honed last pushed to the processes running it (hex id); empty when none serves.
   std::string serving;
   bool dirty = false;                  // to be written to the store

@@ -1,6 +1,8 @@
 #include "shim/capture.hpp"
 #include "shim/shim.hpp"
 
+#include "shim/capture_bounds.hpp"
+#include "shim/config.hpp"
 #include "shim/graph.hpp"
 
 #include "shim/log.hpp"
@@ -191,6 +193,7 @@ bool capture_plan(KernelRecord* r, void* function, const LaunchArgs& a,
     }
   }
   c.pointers_from_analysis = r->pointers_known;
+  std::vector<TouchedRange> ranges; // one per allocation, in order of first mention
   for (const auto& f : fields) {
     if (f.param >= c.params.size() || f.field + 8 > c.params[f.param].size) continue;
     uint64_t v;
@@ -199,7 +202,10 @@ bool capture_plan(KernelRecord* r, void* function, const LaunchArgs& a,
     uint64_t base = 0;
     size_t size = 0;
     if (range(&base, &size, v) != k_success) continue; // not device memory
-    plan.allocations[base] = size;
+    if (std::none_of(ranges.begin(), ranges.end(),
+                     [&](const TouchedRange& t) { return t.base == base; })) {
+      ranges.push_back({base, size});
+    }
     CaptureBuffer b;
     b.param = f.param;
     b.field = f.field;
@@ -207,6 +213,39 @@ bool capture_plan(KernelRecord* r, void* function, const LaunchArgs& a,
     b.base = base;
     b.size = size;
     c.buffers.push_back(b);
+  }
+  // Bounded ranges where a probe of the launch can run; else every allocation whole.
+  bool bounded = false;
+  if (config().capture_bounds && !ranges.empty()) {
+    if (auto probed = probe_launch(r, function, a, ranges); probed) {
+      bounded = true;
+    } else {
+      c.whole_why = probed.error().message;
+    }
+  }
+  for (const auto& t : ranges) {
+    if (!bounded) {
+      plan.allocations[t.base] = t.size;
+      continue;
+    }
+    uint64_t pointer = 0;
+    for (const auto& b : c.buffers) {
+      if (b.base == t.base) {
+        pointer = b.pointer;
+        break;
+      }
+    }
+    uint64_t start = 0, size = 0;
+    captured_range(t, pointer, &start, &size);
+    plan.allocations[start] = size;
+    for (auto& b : c.buffers) {
+      if (b.base != t.base || b.bounded) continue;
+      b.bounded = true;
+      b.alloc_base = t.base;
+      b.alloc_size = t.size;
+      b.base = start;
+      b.size = size;
+    }
   }
   plan.before_bytes = 0;
   for (const auto& [base, size] : plan.allocations) {
@@ -217,7 +256,10 @@ bool capture_plan(KernelRecord* r, void* function, const LaunchArgs& a,
   if (total > req.max_bytes) {
     refuse(r, req.request, CaptureStatus::too_large,
            "the launch's buffers take " + std::to_string(total) +
-               " bytes, over the capture cap of " + std::to_string(req.max_bytes));
+               " bytes, over the capture cap of " + std::to_string(req.max_bytes) +
+               (bounded ? " (the ranges the launch touches)"
+                        : c.whole_why.empty() ? " (whole allocations)"
+                                              : " (whole allocations: " + c.whole_why + ")"));
     return false;
   }
   for (auto& b : c.buffers) {
@@ -433,6 +475,7 @@ void capture_reset_after_fork() {
   g_refused = new std::vector<CaptureReady>();
   g_spent = new std::vector<Spent>();
   g_capturing.store(0, std::memory_order_relaxed); // the threads that were capturing are not here
+  probes_reset_after_fork();
 }
 
 } // namespace hone::shim

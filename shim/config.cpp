@@ -34,6 +34,8 @@ Config read() {
   c.image_cache_bytes = number("HONE_IMAGE_CACHE_MB", c.image_cache_bytes >> 20, 1u << 20) << 20;
   const char* cupti = std::getenv("HONE_CUPTI");
   c.cupti = cupti && *cupti && std::strcmp(cupti, "0") != 0;
+  const char* bounds = std::getenv("HONE_CAPTURE_BOUNDS");
+  c.capture_bounds = !(bounds && std::strcmp(bounds, "whole") == 0);
   return c;
 }
 

@@ -15,6 +15,9 @@ struct Config {
   uint32_t report_ms = 0;       // HONE_REPORT_MS: report interval; 0: the daemon's
   uint64_t image_cache_bytes = 256ull << 20; // HONE_IMAGE_CACHE_MB: image copies kept for the daemon
   bool cupti = false; // HONE_CUPTI=1: time graph kernels per node from CUPTI records (shim/cupti.hpp)
+  // HONE_CAPTURE_BOUNDS=probe (default) | whole: capture the bytes a bounds probe sees a launch
+  // touch, or every allocation whole (shim/README.md, "Bounded captures")
+  bool capture_bounds = true;
 };
 
 const Config& config();

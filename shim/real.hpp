@@ -45,7 +45,10 @@ namespace hone::shim {
   X(cuMemcpyDtoHAsync_v2_ptsz) X(cuGetErrorString) X(cuKernelGetParamInfo) X(cuGraphGetNodes)       \
   X(cuGraphNodeGetType) X(cuGraphChildGraphNodeGetGraph) X(cuGraphClone) X(cuGraphNodeFindInClone) \
   X(cuGraphKernelNodeSetParams_v2) X(cuGraphNodeGetDependencies) X(cuGraphNodeGetDependentNodes)   \
-  X(cuGraphAddMemcpyNode) X(cuGraphAddDependencies) X(cuThreadExchangeStreamCaptureMode)
+  X(cuGraphAddMemcpyNode) X(cuGraphAddDependencies) X(cuThreadExchangeStreamCaptureMode)        \
+  X(cuModuleGetGlobal_v2) X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemcpyHtoDAsync_v2)                 \
+  X(cuMemcpyHtoDAsync_v2_ptsz) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)                  \
+  X(cuFuncGetAttribute) X(cuFuncSetAttribute)
 
 #define HONE_SHIM_NVRTC_USES(X) X(nvrtcGetPTXSize) X(nvrtcGetCUBINSize)
 

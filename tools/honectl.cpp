@@ -480,6 +480,23 @@ void show_kernel(const json& k) {
   if (!str(k, "capture_refused").empty()) {
     t.row({"shadow inputs", "not captured: " + str(k, "capture_refused")});
   }
+  // Per buffer of the last capture: the range a bounds probe saw the launch touch, or whole.
+  if (k.contains("captured_buffers") && k["captured_buffers"].is_array()) {
+    for (const auto& b : k["captured_buffers"]) {
+      std::string what = "parameter " + std::to_string(num<uint64_t>(b, "param"));
+      if (num<uint64_t>(b, "field")) what += " (+" + std::to_string(num<uint64_t>(b, "field")) + ")";
+      std::string how;
+      if (b.value("bounded", false)) {
+        how = "bounded range: " + human_bytes(num<uint64_t>(b, "bytes")) + " at offset " +
+              std::to_string(num<uint64_t>(b, "range_offset")) + " of a " +
+              human_bytes(num<uint64_t>(b, "allocation_bytes")) + " allocation";
+      } else {
+        how = "whole allocation: " + human_bytes(num<uint64_t>(b, "bytes"));
+        if (!str(k, "captured_whole_why").empty()) how += " (no bound: " + str(k, "captured_whole_why") + ")";
+      }
+      t.row({"captured " + what, how});
+    }
+  }
   if (num<uint64_t>(k, "graph_launches") || num<uint64_t>(k, "graphs")) {
     t.row({"runs as", runs_as(k) + "; " + human_count(num<uint64_t>(k, "graph_launches")) +
                           " launches were graph replays"});

@@ -264,6 +264,17 @@ std::optional<Failure> CaptureCheck::run(Who who, Fill fill, uint64_t seed,
                         signed_offset_text(hit->offset, m_allocs[hit->allocation].size) + " " +
                         name(hit->allocation) + " (" +
                         std::to_string(m_allocs[hit->allocation].size) + " bytes)";
+    // A bounded buffer is the range a bounds probe saw the original touch (shim/README.md,
+    // "Bounded captures"): the original writing outside it means the bound was wrong, which
+    // makes the capture unusable, not the worker faulty.
+    const bool bounded = m_capture.buffers[m_allocs[hit->allocation].buffers.front()].bounded;
+    if (who == Who::original && bounded) {
+      return Failure{VerdictKind::unsupported,
+                     "capture " + std::to_string(m_index) +
+                         " is unusable: the original kernel wrote outside the range its bounds "
+                         "probe recorded (" +
+                         where + "), so the range was wrong"};
+    }
     if (who == Who::original) {
       return Failure{VerdictKind::internal, "capture " + std::to_string(m_index) +
                                                 ": the original kernel wrote outside its captured "
@@ -271,8 +282,9 @@ std::optional<Failure> CaptureCheck::run(Who who, Fill fill, uint64_t seed,
                                                 where + ")"};
     }
     Failure f{VerdictKind::illegal_address,
-              "the candidate wrote outside its buffers on capture " + std::to_string(m_index) +
-                  ": " + where};
+              std::string(bounded ? "the candidate wrote outside the bytes the original can touch"
+                                  : "the candidate wrote outside its buffers") +
+                  " on capture " + std::to_string(m_index) + ": " + where};
     f.pattern = "out-of-bounds";
     return f;
   }
@@ -291,7 +303,11 @@ std::optional<Failure> CaptureCheck::learn_allocations() {
   for (size_t a = 0; a < m_allocs.size(); ++a) {
     Alloc& info = m_info[a];
     const auto& first = m_capture.buffers[m_allocs[a].buffers.front()];
-    info.origin = first.pointer - first.base;
+    // A bounded range may start past the pointer (the kernel reads only further on): element 0
+    // then lies before the range, and what matters is where elements start modulo their size,
+    // which a shift by a multiple of 256 (every element size divides it) keeps.
+    info.origin = first.pointer >= first.base ? first.pointer - first.base
+                                              : (256 - (first.base - first.pointer) % 256) % 256;
     bool known = m_entry != nullptr;
     bool written = m_entry == nullptr;
     std::vector<ptx::Type> types;

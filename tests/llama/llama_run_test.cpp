@@ -18,7 +18,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <map>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -46,6 +48,7 @@ struct RunSpec {
   int prompt = 64;
   int decode = 16;
   int batch = 64;
+  std::map<std::string, std::string> env; // added to the run's environment
 };
 
 class LlamaRun : public ::testing::Test {
@@ -63,9 +66,11 @@ protected:
   }
 
   // A model from hone-llama-gguf in this test's directory.
-  std::string model(const std::string& type) {
+  std::string model(const std::string& type, const std::vector<std::string>& args = {}) {
     const std::string path = (m_dir.path() / (type + ".gguf")).string();
-    RunResult r = run_program({HONE_LLAMA_GGUF, path, "--type", type, "--seed", "7"});
+    std::vector<std::string> argv = {HONE_LLAMA_GGUF, path, "--type", type, "--seed", "7"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    RunResult r = run_program(argv);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return path;
   }
@@ -79,6 +84,7 @@ protected:
       o.env["LD_LIBRARY_PATH"] = "";
     }
     o.env["LD_PRELOAD"] = "";
+    for (const auto& [k, v] : spec.env) o.env[k] = v;
     RunResult r = run_program({m_node, HONE_LLAMA_RUN, "--deps", HONE_LLAMA_DEPS, "--model",
                                spec.model, "--gpu", spec.gpu, "--prompt",
                                std::to_string(spec.prompt), "--decode", std::to_string(spec.decode),
@@ -227,4 +233,89 @@ TEST_F(LlamaRun, F16InBatchesOfSixteenAgreesWithTheCpuBackend) {
   const json cpu = run({m, "cpu", 64, 16, 16});
   const json cuda = run({m, "cuda", 64, 16, 16});
   expect_agreement(cpu, cuda, 0.05, "f16, 64-token prompt in batches of 16");
+}
+
+// Issue 32: a model whose weights buffer is larger than capture.max_mb. llama.cpp keeps every
+// weight in one device buffer; a capture of whole allocations would be refused for every kernel
+// that reads a weight. With bounded captures (shim/README.md, "Bounded captures") the kernels
+// that read weights (mul_mat_vec_q, the fused rms_norm_f32 that multiplies by the norm weight)
+// are captured by the bytes their launch touches, validated and judged, with no internal
+// verdict, and the application's tokens are those of the plain emulated run.
+TEST_F(LlamaRun, WeightsOverTheCaptureCapAreCapturedByBoundedRanges) {
+  // Q4_0, 6 layers of 256 wide: about 2.0 MiB of weights in one buffer, over max_mb = 1.
+  const std::string m = model("q4_0", {"--layers", "6"});
+  const RunSpec plain_spec{m, "cuda", 4, 24, 1};
+  const json plain = run(plain_spec);
+  ASSERT_FALSE(plain.is_null());
+
+  DaemonOptions o;
+  o.config = "[server]\nreport_interval_ms = 200\n"
+             "[worker]\ndriver = \"" + std::string(HONE_LLAMA_EMU_DIR) + "/libcuda.so.1\"\n"
+             "[optimizer]\nenabled = true\nhot_min_launches = 5\ngpu_share = 1.0\n"
+             "[capture]\ncaptures_per_kernel = 1\ntimeout_s = 60\nmax_mb = 1\n"
+             "[validation]\nwarmup = 0\nruns = 3\nmin_runs = 3\njob_timeout_s = 120\n";
+  auto d = DaemonProcess::start(std::move(o));
+  ASSERT_TRUE(d) << d.error().message;
+  RunSpec hone_spec = plain_spec;
+  hone_spec.env["LD_PRELOAD"] = HONE_LLAMA_SHIM;
+  hone_spec.env["HONE_SOCKET"] = (*d)->socket();
+  const json hone = run(hone_spec);
+  ASSERT_FALSE(hone.is_null()) << (*d)->log();
+  EXPECT_EQ(hone["generated"], plain["generated"]);
+
+  // The weight-reading kernels' captures: bounded ranges of an allocation over the cap.
+  Ctl ctl((*d)->socket());
+  const uint64_t cap = 1u << 20;
+  std::map<std::string, std::string> keys; // kernel key -> what it is
+  json kernels = ctl.request({{"cmd", "kernels"}})["result"]["kernels"];
+  uint64_t bounded = 0, whole = 0;
+  for (const auto& k : kernels) {
+    const std::string name = k.value("name", "");
+    const bool weights = name.find("mul_mat_vec_q") != std::string::npos ||
+                         name.find("rms_norm_f32") != std::string::npos;
+    for (const auto& b : k.value("captured_buffers", json::array())) {
+      (b.value("bounded", false) ? bounded : whole) += 1;
+      std::cout << name.substr(0, 40) << " param " << b.value("param", 0) << ": "
+                << (b.value("bounded", false) ? "bounded " : "whole ") << b.value("bytes", 0)
+                << " of " << b.value("allocation_bytes", 0) << " bytes\n";
+      if (weights && b.value("bounded", false) && b.value("allocation_bytes", uint64_t(0)) > cap &&
+          b.value("bytes", uint64_t(0)) < cap) {
+        keys[k.value("key", "")] = name;
+      }
+    }
+  }
+  std::cout << "captured buffers: " << bounded << " by bounded ranges, " << whole << " whole"
+            << std::endl;
+  bool mmvq = false, norm = false;
+  for (const auto& [key, name] : keys) {
+    mmvq = mmvq || name.find("mul_mat_vec_q") != std::string::npos;
+    norm = norm || name.find("rms_norm_f32") != std::string::npos;
+  }
+  EXPECT_TRUE(mmvq) << kernels.dump(2);
+  EXPECT_TRUE(norm) << kernels.dump(2);
+
+  // Their jobs end, on the bounded captures, and nothing ends as an internal error.
+  json jobs;
+  auto finished = [&] {
+    jobs = ctl.request({{"cmd", "jobs"}})["result"]["jobs"];
+    for (const auto& j : jobs) {
+      if (keys.count(j.value("kernel", "")) && j.value("state", "") != "done") return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(wait_for(finished, std::chrono::seconds(240))) << jobs.dump(2);
+  size_t judged = 0;
+  for (const auto& j : jobs) {
+    EXPECT_NE(j.value("verdict", ""), "internal") << j.dump(2);
+    if (keys.count(j.value("kernel", "")) && j.value("captures_used", 0) > 0) ++judged;
+    if (keys.count(j.value("kernel", ""))) {
+      std::cout << keys[j.value("kernel", "")].substr(0, 40) << " " << j.value("strategy", "")
+                << ": " << j.value("verdict", "") << " (" << j.value("message", "").substr(0, 160)
+                << ")\n";
+    }
+  }
+  EXPECT_GT(judged, 0u) << jobs.dump(2);
+  ASSERT_FALSE(keys.empty());
+  RunResult show = run_honectl({"--socket", (*d)->socket(), "show", keys.begin()->first});
+  EXPECT_NE(show.out.find("bounded range"), std::string::npos) << show.out << show.err;
 }

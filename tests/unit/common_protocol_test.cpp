@@ -1,8 +1,10 @@
 // The wire codec and the protocol messages: round trips, and hostile input never crashes.
+#include "common/capture.hpp"
 #include "common/protocol.hpp"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 using namespace hone;
@@ -222,4 +224,80 @@ TEST(Protocol, HostileBytesNeverCrash) {
   Kernels out;
   EXPECT_FALSE(decode(r, out));
   EXPECT_TRUE(out.kernels.empty());
+}
+
+namespace {
+
+std::string encoded(const Capture& c) {
+  wire::Writer w;
+  encode(w, c);
+  return w.out();
+}
+
+Capture two_buffer_capture() {
+  Capture c;
+  c.request = 7;
+  c.kernel = 3;
+  c.key.entry = "rms_norm_f32";
+  c.params = {{0, 8}, {8, 8}};
+  c.param_bytes.assign(16, '\0');
+  uint64_t x = 0x7f0000001000, w = 0x7f0000100000;
+  std::memcpy(c.param_bytes.data(), &x, 8);
+  std::memcpy(c.param_bytes.data() + 8, &w, 8);
+  c.buffers.push_back({0, 0, x, x, 4096, 0, ~0ull});
+  CaptureBuffer b{1, 0, w, w + 65536, 512, 4096, ~0ull};
+  b.bounded = true;
+  b.alloc_base = w;
+  b.alloc_size = 8 << 20;
+  c.buffers.push_back(b);
+  c.data_bytes = 4096 + 512;
+  c.pointers_from_analysis = true;
+  return c;
+}
+
+} // namespace
+
+// Bounded captures (shim/README.md): a buffer captured by a range of its allocation travels with
+// the allocation, and its pointer may lie outside the range but not outside the allocation.
+TEST(CaptureFormat, BoundedRangesRoundTrip) {
+  Capture c = two_buffer_capture();
+  c.whole_why = "";
+  wire::Writer w;
+  encode(w, c);
+  wire::Reader r(w.out());
+  Capture back;
+  ASSERT_TRUE(decode(r, back)) << r.error();
+  EXPECT_EQ(encoded(back), encoded(c));
+  EXPECT_TRUE(back.buffers[1] == c.buffers[1]);
+  EXPECT_TRUE(back.buffers[1].bounded);
+  EXPECT_EQ(back.buffers[1].range_offset(), 65536u);
+  EXPECT_EQ(back.buffers[1].allocation_size(), 8u << 20);
+  EXPECT_EQ(back.buffers[0].allocation_size(), 4096u);
+
+  // A range outside its allocation is refused.
+  c.buffers[1].alloc_size = 65536;
+  wire::Writer bad;
+  encode(bad, c);
+  wire::Reader rb(bad.out());
+  EXPECT_FALSE(decode(rb, back));
+}
+
+// A capture written before bounded captures (a boolean where the flags are, nothing after it)
+// still decodes, every buffer whole.
+TEST(CaptureFormat, CapturesWrittenBeforeBoundedRangesStillDecode) {
+  Capture c = two_buffer_capture();
+  c.buffers.pop_back();
+  c.data_bytes = 4096;
+  wire::Writer w;
+  encode(w, c);
+  // New: ... flags(1 byte) | one bool per buffer | whole_why (u32 length, 0) — the old format
+  // ends at a boolean where the flags are.
+  std::string old = w.out().substr(0, w.out().size() - c.buffers.size() - 4);
+  old.back() = '\1';
+  wire::Reader r(old);
+  Capture back;
+  ASSERT_TRUE(decode(r, back)) << r.error();
+  EXPECT_EQ(encoded(back), encoded(c));
+  EXPECT_TRUE(back.buffers[0] == c.buffers[0]);
+  EXPECT_FALSE(back.buffers[0].bounded);
 }

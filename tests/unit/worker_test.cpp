@@ -1654,3 +1654,96 @@ extern "C" __global__ void scale_h(float a, const float* x, float* y, int n)
   EXPECT_TRUE(v.kind == VerdictKind::verified || v.kind == VerdictKind::not_faster)
       << describe(v);
 }
+
+// --- bounded captures (shim/README.md, "Bounded captures") -----------------------------------
+
+namespace {
+
+// `c` as the shim captures it with a bounds probe: buffer `i`'s allocation (buffers list the
+// pointer parameters only: scale's x is buffer 0, y buffer 1) by the range
+// [lo, hi) of it (offsets from the allocation's base), the other buffers whole.
+Captured bounded(const Captured& c, uint32_t i, uint64_t lo, uint64_t hi) {
+  Captured out = c;
+  out.data.clear();
+  for (uint32_t k = 0; k < c.capture.buffers.size(); ++k) {
+    const CaptureBuffer& from = c.capture.buffers[k];
+    CaptureBuffer& b = out.capture.buffers[k];
+    b.before = out.data.size();
+    if (k != i) {
+      out.data += c.data.substr(from.before, from.size);
+      continue;
+    }
+    out.data += c.data.substr(from.before + lo, hi - lo);
+    b.bounded = true;
+    b.alloc_base = from.base;
+    b.alloc_size = from.size;
+    b.base = from.base + lo;
+    b.size = hi - lo;
+  }
+  out.capture.data_bytes = out.data.size();
+  // Through the wire format, as honed hands it on.
+  wire::Writer w;
+  encode(w, out.capture);
+  std::string bytes = w.out();
+  wire::Reader r(bytes);
+  Capture decoded;
+  EXPECT_TRUE(decode(r, decoded)) << r.error();
+  EXPECT_TRUE(decoded.buffers == out.capture.buffers);
+  return out;
+}
+
+// scale on n elements of x read from 1024 elements into a larger allocation, into y, which has
+// room for 2n: the launch touches x[1024, 1024 + n) and y[0, n).
+Captured scale_in_larger_buffers(int n) {
+  Emu& emu = Emu::get();
+  uint64_t x = emu.upload(random_floats(size_t(n) * 2 + 2048, 1));
+  uint64_t y = emu.upload(std::vector<float>(size_t(n) * 2, 0.0f));
+  Launch l;
+  l.grid = {4, 1, 1};
+  l.block = {128, 1, 1};
+  l.scalar(1.5f).ptr(x + 1024 * 4).ptr(y).scalar(n);
+  return capture("scale", l);
+}
+
+} // namespace
+
+TEST_F(WorkerTest, BoundedRangesAreRestoredAtTheirOffsetFromThePointer) {
+  const int n = 4096;
+  Captured whole = scale_in_larger_buffers(n);
+  // x by the bytes the launch reads, which start past the pointer's allocation base; y by the
+  // bytes it writes.
+  Captured c = bounded(bounded(whole, 0, 1024 * 4, (1024 + n) * 4), 1, 0, n * 4);
+  EXPECT_LT(c.data.size(), whole.data.size() / 2);
+  Job job = make_job("scale", CandidateKind::ptx, originals_ptx(), "scale", {&c});
+  Verdict v = worker().run(job, data_of({&c}));
+  EXPECT_EQ(v.kind, VerdictKind::not_faster) << describe(v);
+}
+
+TEST_F(WorkerTest, CandidateWritingOneElementPastTheBoundedRangeIsCaught) {
+  const int n = 4096;
+  Captured c = bounded(scale_in_larger_buffers(n), 1, 0, n * 4);
+  // y[n] lies inside the application's allocation, but outside what the original can touch.
+  const char* past = R"(
+extern "C" __global__ void scale_past(float a, const float* x, float* y, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = a * x[i];
+    if (blockIdx.x == 0 && threadIdx.x == 0) y[n] = 1.0f;
+})";
+  Verdict v = run_cuda(worker(), "scale", c, past, "scale_past");
+  ASSERT_EQ(v.kind, VerdictKind::illegal_address) << describe(v);
+  EXPECT_NE(v.message.find("outside the bytes the original can touch"), std::string::npos)
+      << v.message;
+  EXPECT_NE(v.message.find("past the end of parameter 2"), std::string::npos) << v.message;
+}
+
+TEST_F(WorkerTest, BoundedRangeTheOriginalWritesPastMakesTheCaptureUnusable) {
+  const int n = 4096;
+  // A wrong bound: y's range ends 256 bytes before the last byte the original writes.
+  Captured c = bounded(scale_in_larger_buffers(n), 1, 0, n * 4 - 256);
+  Job job = make_job("scale", CandidateKind::ptx, originals_ptx(), "scale", {&c});
+  Verdict v = worker().run(job, data_of({&c}));
+  ASSERT_EQ(v.kind, VerdictKind::unsupported) << describe(v);
+  EXPECT_NE(v.message.find("unusable"), std::string::npos) << v.message;
+  EXPECT_NE(v.message.find("the range was wrong"), std::string::npos) << v.message;
+}
