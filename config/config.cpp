@@ -592,9 +592,11 @@ const Key k_keys[] = {
     {.section = "agent", .name = "strategies", .kind = Kind::string_list,
      .field = HONE_FIELD(agent.strategies),
      .check = check_strategy,
-     .expect = "one of \"specialize\", \"launch_bounds\", \"readonly\", \"rejit\", \"llm\"",
+     .expect = "one of \"specialize\", \"launch_bounds\", \"launch_shape\", \"readonly\", "
+               "\"rejit\", \"llm\"",
      .doc = "The strategies that run on hot kernels, by name: specialize (scalar arguments and\n"
-            "shapes as constants), launch_bounds (registers for the launch shape), readonly\n"
+            "shapes as constants), launch_bounds (registers for the launch shape), launch_shape\n"
+            "(another block size, where the PTX proves the results cannot depend on it), readonly\n"
             "(read-only loads through the non-coherent cache), rejit (the PTX compiled again\n"
             "for this GPU), llm (a model rewrites the kernel; also needs agent.llm.enabled).\n"
             "Leaving one out stops new candidates from it; variants it already verified keep\n"

@@ -92,8 +92,10 @@ uint32_t device_arch() {
   return uint32_t(major * 10 + minor);
 }
 
-// The PTX of the kernel's image: the image itself, or the fatbin's PTX entry the driver would JIT.
+// The PTX of the kernel's image: the image itself, the PTX input of the JIT link that made it
+// (shim/links.hpp), or the fatbin's PTX entry the driver would JIT.
 Result<std::string> image_ptx(KernelRecord* r) {
+  if (auto ptx = registry().entry_ptx(r->key)) return std::string(*ptx);
   proto::ImageFormat format = proto::ImageFormat::unknown;
   auto bytes = registry().image_bytes(r->key.image, &format);
   if (!bytes) {

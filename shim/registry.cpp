@@ -297,6 +297,16 @@ bool Registry::image(const ImageHash& hash, std::shared_ptr<const std::string>* 
   return true;
 }
 
+std::shared_ptr<const std::string> Registry::image_bytes(const ImageHash& hash,
+                                                         proto::ImageFormat* format) {
+  std::lock_guard lock(m_mutex);
+  State& s = state();
+  auto it = s.images.find(hash);
+  if (it == s.images.end()) return nullptr;
+  *format = it->second->format;
+  return it->second->bytes;
+}
+
 std::shared_ptr<const std::string> Registry::entry_ptx(const KernelKey& key) {
   std::shared_ptr<const proto::Image::Linked> linked;
   {

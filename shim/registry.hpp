@@ -226,6 +226,8 @@ public:
   // The PTX that defines `key`'s entry: its image when that is PTX, else the PTX input of the
   // JIT link that made it; nullptr when the shim has neither (for the pointer analysis).
   std::shared_ptr<const std::string> entry_ptx(const KernelKey& key);
+  // The bytes of a loaded image and their format, when the shim kept them.
+  std::shared_ptr<const std::string> image_bytes(const ImageHash& hash, proto::ImageFormat* format);
 
   // Every record (the reporter walks them).
   std::vector<KernelRecord*> records();
