@@ -61,13 +61,17 @@ struct Options {
   int decode = 8;
   std::string llama_type = "q4_0";
   std::string keep;
+  bool whole = false; // captures of whole allocations (HONE_CAPTURE_BOUNDS=whole in the apps)
 };
+
+bool g_whole_captures = false;
 
 [[noreturn]] void usage(const std::string& why) {
   if (!why.empty()) std::fprintf(stderr, "hone-bench-apps: %s\n", why.c_str());
   std::fprintf(stderr,
                "usage: hone-bench-apps [--apps hashcat,llama] [--rounds N] [--settle SECONDS]\n"
-               "                       [--decode N] [--llama-type q4_0|f16] [--keep DIR]\n");
+               "                       [--decode N] [--llama-type q4_0|f16] [--keep DIR]\n"
+               "                       [--captures bounded|whole]\n");
   std::exit(2);
 }
 
@@ -99,6 +103,9 @@ Options parse(int argc, char** argv) {
       o.llama_type = v;
     } else if (a == "--keep") {
       o.keep = v;
+    } else if (a == "--captures") {
+      if (v != "bounded" && v != "whole") usage("--captures is bounded or whole");
+      o.whole = v == "whole";
     } else {
       usage("unknown option " + a);
     }
@@ -187,6 +194,7 @@ RunResult run_app(const std::vector<std::string>& argv, std::map<std::string, st
   if (hone) {
     ro.env["LD_PRELOAD"] = HONE_SHIM_LIBRARY;
     ro.env["HONE_SOCKET"] = socket;
+    if (g_whole_captures) ro.env["HONE_CAPTURE_BOUNDS"] = "whole";
   } else {
     ro.env["LD_PRELOAD"] = "";
   }
@@ -521,6 +529,7 @@ bool bench_app(App& app, const Options& o, const fs::path& dir) {
 
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
+  g_whole_captures = o.whole;
   std::printf("hone-bench-apps: real applications plain and under hone on the emulated device "
               "(modeled device time: the emulated device's cost model; one run)\n");
   std::unique_ptr<TempDir> owned;

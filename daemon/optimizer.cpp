@@ -540,8 +540,10 @@ void Optimizer::finish_job(JobEntry& job, const Verdict& v) {
     }
   }
   std::string arch;
-  uint32_t major = 0;
   const Work& w = m_work[job.kernel];
+  // The captured process's driver, when it has exited since (hashcat's runs are shorter than
+  // their kernels' validation); a process attached now with the same architecture otherwise.
+  uint32_t major = w.driver_major;
   if (!w.captures.empty()) arch = w.captures.front().meta.arch;
   for (const auto& [conn, p] : m_registry.processes()) {
     if (p.hello.arch == arch || arch.empty()) {
@@ -688,7 +690,11 @@ void Optimizer::push_to(uint64_t conn, const KernelKey& key) {
   KernelInfo* k = m_registry.kernel(key);
   if (!k || k->record.disabled) return;
   auto best = best_variant(key, p->second.hello.arch, driver_major(p->second.hello.driver_version));
-  if (!best) return;
+  if (!best) {
+    spdlog::debug("{}: no verified variant for process {} ({}, driver {})", key.entry,
+                  p->second.hello.pid, p->second.hello.arch, p->second.hello.driver_version);
+    return;
+  }
   auto& installed = m_installed[conn];
   if (auto it = installed.find(key); it != installed.end() && it->second == best->id) return;
   proto::InstallVariant msg;
@@ -1094,7 +1100,10 @@ void Optimizer::on_capture(uint64_t conn, const Capture& msg, UniqueFd fd) {
   CaptureEntry e;
   e.meta = msg;
   const auto& procs = m_registry.processes();
-  if (auto p = procs.find(conn); p != procs.end()) e.meta.arch = p->second.hello.arch;
+  if (auto p = procs.find(conn); p != procs.end()) {
+    e.meta.arch = p->second.hello.arch;
+    w.driver_major = driver_major(p->second.hello.driver_version);
+  }
   e.received = now_s();
   if (m_config.capture.persist) {
     auto file =

@@ -105,6 +105,9 @@ private:
     bool image_requested = false;
     int64_t image_asked_at = 0;
     uint64_t image_conn = 0; // the connection asked for the image
+    // The driver major of the process whose launches were captured: a variant validated after
+    // that process exited (a short-lived application) is still stored for the right driver.
+    uint32_t driver_major = 0;
     std::vector<CaptureEntry> captures;
     int64_t capture_asked_at = 0;
     uint32_t captures_asked = 0;

@@ -105,6 +105,21 @@ Failure CaptureCheck::launch_failure(Who who, const Error& e) const {
   auto code = CUresult(e.code);
   bool lost = cuda::is_sticky(code) || !m_device.healthy();
   std::string where = "capture " + std::to_string(m_index);
+  const bool bounded = std::any_of(m_capture.buffers.begin(), m_capture.buffers.end(),
+                                   [](const CaptureBuffer& b) { return b.bounded; });
+  if (who == Who::original && bounded &&
+      (code == CUDA_ERROR_ILLEGAL_ADDRESS || code == CUDA_ERROR_MISALIGNED_ADDRESS)) {
+    // The ranges did not hold what the original reads here (the bounds probe runs with the
+    // launch's stores suppressed, so a kernel whose addresses depend on what it wrote earlier in
+    // the launch can reach bytes the probe never saw). The candidate is not at fault: the capture
+    // cannot be used, and the job says so rather than blaming hone's worker.
+    return {VerdictKind::unsupported,
+            "the original kernel reached outside the bounded ranges of " + where +
+                ", so the capture cannot be replayed (HONE_CAPTURE_BOUNDS=whole in the "
+                "application captures whole allocations): " +
+                e.message,
+            lost};
+  }
   if (who == Who::original) {
     return {VerdictKind::internal,
             "the original kernel failed on " + where +
