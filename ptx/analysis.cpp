@@ -34,6 +34,24 @@ const ParamInfo* EntryInfo::param(std::string_view pname) const {
 
 namespace detail {
 
+// Special registers (PTX ISA 10): matched on the name before any `.x` component.
+constexpr std::string_view k_special_registers[] = {
+    "%tid", "%ntid", "%laneid", "%warpid", "%nwarpid", "%ctaid", "%nctaid", "%smid", "%nsmid",
+    "%gridid", "%lanemask_eq", "%lanemask_le", "%lanemask_lt", "%lanemask_ge", "%lanemask_gt",
+    "%clock", "%clock_hi", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi",
+    "%total_smem_size", "%aggr_smem_size", "%dynamic_smem_size", "%is_explicit_cluster",
+    "%clusterid", "%nclusterid", "%cluster_ctaid", "%cluster_nctaid", "%cluster_ctarank",
+    "%cluster_nctarank", "%current_graph_exec", "%reserved_smem_offset_begin",
+    "%reserved_smem_offset_end", "%reserved_smem_offset_cap"};
+
+bool is_special_register(std::string_view name) {
+  auto base = name.substr(0, name.find('.'));
+  if (base.starts_with("%envreg") || base.starts_with("%pm")) return true;
+  return std::find(std::begin(k_special_registers), std::end(k_special_registers), base) !=
+         std::end(k_special_registers);
+}
+
+
 bool has_no_destination(const Instruction& inst) {
   switch (inst.op) {
   case Opcode::st:
@@ -78,25 +96,10 @@ std::string instruction_text(const Instruction& inst) {
 
 using detail::has_no_destination;
 using detail::instruction_text;
+using detail::is_special_register;
 
 namespace {
 
-// Special registers (PTX ISA 10): matched on the name before any `.x` component.
-constexpr std::string_view k_special_registers[] = {
-    "%tid", "%ntid", "%laneid", "%warpid", "%nwarpid", "%ctaid", "%nctaid", "%smid", "%nsmid",
-    "%gridid", "%lanemask_eq", "%lanemask_le", "%lanemask_lt", "%lanemask_ge", "%lanemask_gt",
-    "%clock", "%clock_hi", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi",
-    "%total_smem_size", "%aggr_smem_size", "%dynamic_smem_size", "%is_explicit_cluster",
-    "%clusterid", "%nclusterid", "%cluster_ctaid", "%cluster_nctaid", "%cluster_ctarank",
-    "%cluster_nctarank", "%current_graph_exec", "%reserved_smem_offset_begin",
-    "%reserved_smem_offset_end", "%reserved_smem_offset_cap"};
-
-bool is_special_register(std::string_view name) {
-  auto base = name.substr(0, name.find('.'));
-  if (base.starts_with("%envreg") || base.starts_with("%pm")) return true;
-  return std::find(std::begin(k_special_registers), std::end(k_special_registers), base) !=
-         std::end(k_special_registers);
-}
 
 // Instructions whose result is an offset or a value, never a pointer derived from an operand:
 // a product, a shift or a quotient of a pointer is not a pointer.

@@ -5,11 +5,15 @@
 #include "ptx/ir.hpp"
 
 #include <string>
+#include <string_view>
 
 namespace hone::ptx::detail {
 
 // Instructions without a destination register in operand 0.
 bool has_no_destination(const Instruction& inst);
+
+// A special register (PTX ISA 10, "Special Registers"): %tid.x, %clock64, %envreg3, ...
+bool is_special_register(std::string_view name);
 
 // The instruction as one line for messages: `st.global.f32 [%rd4], %f2;`.
 std::string instruction_text(const Instruction& inst);

@@ -1,6 +1,7 @@
 // Module, library and function-lookup hooks: where kernels get their identity. Each calls the
 // driver first and records only what the driver accepted.
 #include "shim/cuda_abi.hpp"
+#include "shim/links.hpp"
 #include "shim/log.hpp"
 #include "shim/real.hpp"
 #include "shim/registry.hpp"
@@ -11,33 +12,13 @@
 
 #include <string>
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 using namespace hone::shim;
 
 namespace {
 
 // The bytes of an image file the driver just loaded, for hashing; empty when unreadable.
 std::string read_image_file(const char* path) {
-  std::string out;
-  if (!path) return out;
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
-  struct stat st{};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < (1ll << 30)) {
-    out.resize(size_t(st.st_size));
-    size_t got = 0;
-    while (got < out.size()) {
-      ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-      if (n <= 0) break;
-      got += size_t(n);
-    }
-    out.resize(got);
-  }
-  ::close(fd);
-  return out;
+  return read_small_file(path, (size_t(1) << 30) - 1);
 }
 
 void loaded(const void* handle, const void* data, size_t size) {

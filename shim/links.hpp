@@ -34,8 +34,8 @@ private:
   std::unordered_map<const void*, proto::Image::Linked> m_states;
 };
 
-// The bytes of the file at `path` (cuLinkAddFile's PTX), at most `max` of them; empty when it
-// cannot be read.
+// The bytes of the file at `path` (cuLinkAddFile's PTX, an image cuModuleLoad read); empty when
+// it cannot be read or holds more than `max` bytes.
 std::string read_small_file(const char* path, size_t max);
 
 } // namespace hone::shim

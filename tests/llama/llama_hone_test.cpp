@@ -17,6 +17,7 @@
 // The run_llama.mjs process keeps repeating its round (--stop-file) until the test has seen what
 // it waits for, so that honed has launches to capture.
 #include "daemon_process.hpp"
+#include "llama_node.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -35,16 +36,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::string find_node() {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "/usr/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    fs::path p = fs::path(dir) / "node";
-    if (!dir.empty() && fs::exists(p)) return p.string();
-  }
-  return "";
-}
 
 std::string tail(const std::string& text, size_t n = 6000) {
   return text.size() > n ? "..." + text.substr(text.size() - n) : text;

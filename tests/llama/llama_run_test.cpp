@@ -14,6 +14,7 @@
 // step where the reference's gap falls below twice the bound. How much more they agree is
 // printed.
 #include "daemon_process.hpp"
+#include "llama_node.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -32,23 +33,13 @@ using nlohmann::json;
 
 namespace {
 
-std::string find_node() {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "/usr/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    fs::path p = fs::path(dir) / "node";
-    if (!dir.empty() && fs::exists(p)) return p.string();
-  }
-  return "";
-}
-
 struct RunSpec {
   std::string model;
   std::string gpu = "cpu"; // cpu or cuda
   int prompt = 64;
   int decode = 16;
   int batch = 64;
-  std::map<std::string, std::string> env; // added to the run's environment
+  std::map<std::string, std::string> env = {}; // added to the run's environment
 };
 
 class LlamaRun : public ::testing::Test {

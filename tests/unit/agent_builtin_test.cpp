@@ -3,10 +3,10 @@
 // compiled by NVRTC, captures laid out as the PTX analysis says; outputs are compiled again
 // (NVRTC) or assembled (ptxas) to show that what the worker would get is valid.
 #include "agent/kernel_source.hpp"
-#include "agent/launch_shape.hpp"
 #include "agent/strategy.hpp"
 #include "cuda/nvrtc.hpp"
 #include "ptx/analysis.hpp"
+#include "ptx/block_shape.hpp"
 #include "ptx/parser.hpp"
 #include "ptx/printer.hpp"
 
@@ -809,7 +809,7 @@ std::optional<std::string> refusal(const std::string& ptx_text, const char* entr
   const ptx::Function* f = m ? m->function(entry) : nullptr;
   EXPECT_NE(f, nullptr) << entry;
   if (!f) return std::string("no entry");
-  return launch_shape_refusal(*f);
+  return ptx::block_size_dependence(*f);
 }
 
 } // namespace
