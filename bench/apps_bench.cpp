@@ -226,8 +226,7 @@ public:
 
   AppRun run(const fs::path& dir, const std::string& socket, bool hone) override {
     AppRun out;
-    static int n = 0;
-    const fs::path home = dir / ("home-" + std::to_string(n++));
+    const fs::path home = dir / ("home-" + std::to_string(m_runs++)); // a fresh hashcat home
     fs::create_directories(home);
     const fs::path outfile = home / "cracked.txt";
     auto env = emu_env(dir);
@@ -275,6 +274,7 @@ public:
 
 private:
   std::string m_hashcat;
+  int m_runs = 0;
 };
 
 class Llama final : public App {
