@@ -71,6 +71,7 @@ CaptureCheck::CaptureCheck(Device& device, const Job& job, size_t index, std::st
   m_present_ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                               std::chrono::system_clock::now().time_since_epoch())
                               .count());
+  for (const auto& b : m_capture.buffers) m_bounded = m_bounded || b.bounded;
   m_shape.grid = m_capture.grid;
   m_shape.block = m_capture.block;
   m_shape.shared_bytes = m_capture.shared_bytes;
@@ -105,9 +106,7 @@ Failure CaptureCheck::launch_failure(Who who, const Error& e) const {
   auto code = CUresult(e.code);
   bool lost = cuda::is_sticky(code) || !m_device.healthy();
   std::string where = "capture " + std::to_string(m_index);
-  const bool bounded = std::any_of(m_capture.buffers.begin(), m_capture.buffers.end(),
-                                   [](const CaptureBuffer& b) { return b.bounded; });
-  if (who == Who::original && bounded &&
+  if (who == Who::original && m_bounded &&
       (code == CUDA_ERROR_ILLEGAL_ADDRESS || code == CUDA_ERROR_MISALIGNED_ADDRESS)) {
     // The ranges did not hold what the original reads here (the bounds probe runs with the
     // launch's stores suppressed, so a kernel whose addresses depend on what it wrote earlier in
@@ -363,6 +362,7 @@ std::optional<Failure> CaptureCheck::validate(uint64_t seed1, uint64_t seed2) {
   m_first_seed = seed1;
   m_second_seed = seed2;
   m_perturbed = nlohmann::json::array();
+  m_perturbed_pending.reset();
   if (auto f = learn_allocations()) return f;
   if (auto f = place()) return f;
 
@@ -611,7 +611,12 @@ std::optional<Failure> CaptureCheck::check_candidate(const OriginalRuns& origina
   // held before the launch.
   bool any_poison = false;
   for (const auto& info : m_info) any_poison = any_poison || !info.poison.empty();
-  if (!any_poison) return check_perturbed(seed1);
+  auto step_g = [&]() -> std::optional<Failure> {
+    if (!m_bounded) return check_perturbed(seed1);
+    m_perturbed_pending = seed1;
+    return std::nullopt;
+  };
+  if (!any_poison) return step_g();
   Placement::Snapshot c3;
   if (auto f = run(Who::candidate, Fill::poison_alt, seed1, c3)) return f;
   for (size_t a = 0; a < m_allocs.size(); ++a) {
@@ -628,6 +633,14 @@ std::optional<Failure> CaptureCheck::check_candidate(const OriginalRuns& origina
       return f;
     }
   }
+  return step_g();
+}
+
+std::optional<Failure> CaptureCheck::perturbed_last() {
+  if (!m_perturbed_pending) return std::nullopt;
+  const uint64_t seed1 = *m_perturbed_pending;
+  m_perturbed_pending.reset();
+  ReleaseAtExit release_at_exit{this};
   return check_perturbed(seed1);
 }
 
@@ -770,6 +783,17 @@ std::optional<Failure> CaptureCheck::check_perturbed(uint64_t seed1) {
     Placement::Snapshot o, c;
     if (auto f = run(Who::original, Fill::poison, seed1, o)) {
       restore_capture();
+      if (f->context_lost && m_bounded && f->kind == VerdictKind::unsupported) {
+        // launch_failure(): the original reached outside the bounded ranges. Only the job's
+        // last step runs here (perturbed_last()), so the verdict stands on the rest; no later
+        // copy can run on this context.
+        record["result"] = "skipped: the original reaches outside the capture's bounded ranges "
+                           "on it (" + f->message + "); the fault ended the context, so no "
+                           "later copy ran";
+        m_perturbed.push_back(std::move(record));
+        m_lost_on_perturbed = true;
+        return std::nullopt;
+      }
       if (f->context_lost) return f;
       // Not an input the kernel accepts: this copy proves nothing.
       record["result"] = "skipped: the original does not run on it (" + f->message + ")";

@@ -120,6 +120,17 @@ public:
   // The original's runs came from the memo in the last validate(): the job that ran them.
   std::optional<uint64_t> original_reused_from() const { return m_reused_from; }
 
+  // Whether any buffer of the capture was copied by its bounded ranges (CaptureBuffer::bounded).
+  bool bounded() const { return m_bounded; }
+  // Step g, when validate() left it for later: on a bounded capture, a perturbed copy (halved
+  // sizes, other offsets) can make the original itself reach bytes outside the ranges the process
+  // copied, a sticky fault that ends the worker's context. The job runs it after its timing.
+  // Leaves nothing allocated.
+  std::optional<Failure> perturbed_last();
+  // The original faulted outside the bounded ranges on a perturbed copy in perturbed_last(): that
+  // copy proves nothing, and the context is unusable (the worker exits after the verdict).
+  bool lost_context_on_perturbed() const { return m_lost_on_perturbed; }
+
 private:
 
   enum class Who { original, candidate };
@@ -193,6 +204,9 @@ private:
   std::optional<uint64_t> m_epoch;
   bool m_reads_timer = true;
   nlohmann::json m_perturbed = nlohmann::json::array(); // evidence of step g
+  bool m_bounded = false;            // some buffer is restored from bounded ranges
+  std::optional<uint64_t> m_perturbed_pending; // step g left for perturbed_last(), its seed
+  bool m_lost_on_perturbed = false;
   bool m_l2_flushed = false; // the last timed run started from a flushed L2
   bool m_scrubbed = false;   // the last validation run started from scrubbed memory
 };

@@ -140,6 +140,9 @@ private:
   std::optional<Failure> go();
   std::optional<Failure> shadow(CUfunction original);
   std::optional<Failure> validate_all(uint64_t seed1, uint64_t seed2, bool record);
+  // The perturbed copies of bounded captures, left by validation for after the timing
+  // (CaptureCheck::perturbed_last).
+  std::optional<Failure> perturbed_last();
   JobOutcome finish(std::optional<Failure> f);
   void record_measurement(const Measurement& m, const char* key);
   void record_profile(const Capture& capture, const Measurement& m);
@@ -160,6 +163,7 @@ private:
   std::vector<std::unique_ptr<CaptureCheck>> m_checks;
   size_t m_bench_capture = 0; // the capture the benchmark runs on (the first usable one)
   bool m_tolerance_used = false;
+  bool m_context_lost_after = false; // the original faulted on a perturbed bounded capture
 };
 
 std::optional<Failure> JobRun::go() {
@@ -262,6 +266,7 @@ std::optional<Failure> JobRun::go() {
   if (auto f = validate_all(s1, s2, true)) return f;
   m_verdict.captures_used = uint32_t(m_checks.size());
   if (m_job.check == JobCheck::validate) {
+    if (auto f = perturbed_last()) return f;
     m_evidence["check"] = "validate";
     m_verdict.kind = VerdictKind::verified;
     m_verdict.message = "check: correct on " + std::to_string(m_checks.size()) + " capture" +
@@ -323,6 +328,7 @@ std::optional<Failure> JobRun::go() {
   }
 
   record_profile(m_job.captures[m_bench_capture], m);
+  if (auto f = perturbed_last()) return f;
 
   // 5. The verdict.
   std::string numbers = fixed(m.speedup, 2) + "x (median " + ns_text(m.original_median) + " -> " +
@@ -409,6 +415,19 @@ std::optional<Failure> JobRun::validate_all(uint64_t seed1, uint64_t seed2, bool
       m_tolerance_used = m_tolerance_used || check->used_tolerance();
     }
     if (f) return f;
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> JobRun::perturbed_last() {
+  for (size_t k = 0; k < m_checks.size(); ++k) {
+    auto f = m_checks[k]->perturbed_last();
+    if (k < m_evidence["captures"].size()) m_evidence["captures"][k] = m_checks[k]->evidence();
+    if (f) return f;
+    if (m_checks[k]->lost_context_on_perturbed()) {
+      m_context_lost_after = true;
+      break;
+    }
   }
   return std::nullopt;
 }
@@ -503,6 +522,11 @@ JobOutcome JobRun::finish(std::optional<Failure> f) {
       m_evidence["pattern"] = p->id;
       m_verdict.message += " [pattern " + std::string(p->id) + ": " + std::string(p->title) + "]";
     }
+  }
+  if (m_context_lost_after) {
+    out.context_lost = true;
+    m_evidence["context_lost_after"] =
+        "the original faulted outside a bounded capture's ranges on a perturbed copy of it";
   }
   if (m_tolerance_used) m_verdict.comparison = Comparison::tolerance;
   // Shared and local memory before each validation run: the emulated device's fill seed, a

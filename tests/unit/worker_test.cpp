@@ -149,6 +149,13 @@ extern "C" __global__ void gather(const float* const* table, const float* src, f
     if (i < n) out[i] = 2.0f * p[i];
 }
 
+// y[i] = 2 x[off + i]: a window of x at an offset the launch is given.
+extern "C" __global__ void window(const float* x, float* y, int n, int off)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[off + i];
+}
+
 // scale for a programmatic dependent launch: it waits for the kernel before it in the stream
 // (cudaGridDependencySynchronize) before reading x, and lets the next one start at its end.
 extern "C" __global__ void scale_pdl(float a, const float* x, float* y, int n)
@@ -1746,4 +1753,48 @@ TEST_F(WorkerTest, BoundedRangeTheOriginalWritesPastMakesTheCaptureUnusable) {
   ASSERT_EQ(v.kind, VerdictKind::unsupported) << describe(v);
   EXPECT_NE(v.message.find("unusable"), std::string::npos) << v.message;
   EXPECT_NE(v.message.find("the range was wrong"), std::string::npos) << v.message;
+}
+
+// A perturbed copy halves the window's offset, so the original itself reads 2 MiB below the range
+// of x the process copied (the emulated device faults, and the fault ends the context). That copy
+// proves nothing about the candidate; the job still judges it on the capture, and only then does
+// the worker give up its context.
+TEST_F(WorkerTest, OriginalFaultingOnAPerturbedBoundedCopyDoesNotEndTheJob) {
+  const int n = 4096, off = 1 << 20;
+  Emu& emu = Emu::get();
+  uint64_t x = emu.upload(random_floats(size_t(off) + n, 3));
+  uint64_t y = emu.upload(std::vector<float>(n, 0.0f));
+  Launch l;
+  l.grid = {n / 128, 1, 1};
+  l.block = {128, 1, 1};
+  l.ptr(x).ptr(y).scalar(n).scalar(off);
+  Captured c = bounded(capture("window", l), 0, uint64_t(off) * 4, (uint64_t(off) + n) * 4);
+  EXPECT_LT(c.data.size(), 64u << 10);
+  const char* same = R"(
+extern "C" __global__ void window_c(const float* x, float* y, int n, int off)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[off + i];
+})";
+  WorkerProcess w1; // it exits after this job
+  Verdict v = run_cuda(w1, "window", c, same, "window_c");
+  ASSERT_TRUE(v.kind == VerdictKind::verified || v.kind == VerdictKind::not_faster) << describe(v);
+  EXPECT_TRUE(v.worker_exits) << describe(v);
+  auto e = json::parse(v.evidence_json);
+  ASSERT_EQ(e["captures"].size(), 1u) << v.evidence_json;
+  const auto& perturbed = e["captures"][0]["perturbed"];
+  ASSERT_FALSE(perturbed.empty()) << v.evidence_json;
+  EXPECT_NE(perturbed.back()["result"].get<std::string>().find(
+                "the original reaches outside the capture's bounded ranges"),
+            std::string::npos)
+      << v.evidence_json;
+  EXPECT_TRUE(e.contains("times_ns")) << v.evidence_json;
+
+  // The same capture whole: the halved offset stays inside x, and the copy is compared.
+  Captured whole = capture("window", l);
+  Verdict w = run_cuda(worker(), "window", whole, same, "window_c");
+  ASSERT_TRUE(w.kind == VerdictKind::verified || w.kind == VerdictKind::not_faster) << describe(w);
+  EXPECT_FALSE(w.worker_exits);
+  auto we = json::parse(w.evidence_json);
+  EXPECT_EQ(we["captures"][0]["perturbed"].back()["result"], "equal") << w.evidence_json;
 }
