@@ -1129,6 +1129,20 @@ bool Optimizer::needs_captures(const KernelKey& key) const {
   });
 }
 
+bool Optimizer::strategies_left(const KernelKey& key) {
+  if (!m_config.optimizer.enabled) return false;
+  const KernelInfo* k = m_registry.kernel(key);
+  if (!k || k->record.disabled) return false;
+  for (const auto& s : m_strategies) {
+    if (!strategy_enabled(s->id())) continue;
+    if (std::find(k->record.tried.begin(), k->record.tried.end(), s->id()) ==
+        k->record.tried.end())
+      return true;
+  }
+  return std::any_of(m_sessions.begin(), m_sessions.end(),
+                     [&](const auto& e) { return e.second.kernel == key; });
+}
+
 void Optimizer::release_captures(const KernelKey& key, Work& w, const char* why) {
   if (w.captures.empty()) return;
   for (const auto& c : w.captures) {
@@ -1146,7 +1160,8 @@ void Optimizer::release_idle_captures() {
   // waits for them; with it they stay (that is what the operator asked for) until room is needed.
   if (!m_config.capture.persist) {
     for (auto& [key, w] : m_work) {
-      if (!w.captures.empty() && !needs_captures(key) && !process_with(key)) {
+      if (!w.captures.empty() && !needs_captures(key) && !process_with(key) &&
+          !strategies_left(key)) {
         release_captures(key, w, "no process runs the kernel any more");
       }
     }
@@ -1350,9 +1365,12 @@ void Optimizer::run_strategies() {
     const KernelKey& key = ck->record.key;
     KernelInfo* k = m_registry.kernel(key);
     if (k->record.disabled || k->record.launches < m_config.optimizer.hot_min_launches) continue;
-    if (k->processes.empty()) continue;
     if (k->code == agent::to_string(agent::CodeKind::collective)) continue; // survey()
     Work& w = m_work[key];
+    // A kernel no process runs any more is worked on only from the captures in hand: a short-lived
+    // application (a hashcat crack) exits before every strategy has started, and its variants
+    // serve its next run from the store.
+    if (k->processes.empty() && w.captures.size() < m_config.capture.captures_per_kernel) continue;
     if (fleet_first(key, *k, w)) continue;
     for (agent::Strategy* s : order) {
       if (std::find(k->record.tried.begin(), k->record.tried.end(), s->id()) !=

@@ -143,6 +143,9 @@ private:
   // Captures are production data: kept only while something may still use them.
   bool needs_captures(const KernelKey& key) const;
   void release_captures(const KernelKey& key, Work& w, const char* why);
+  // Whether the kernel has an enabled strategy not yet tried, or one still proposing (its
+  // captures are kept for them when no process runs it any more).
+  bool strategies_left(const KernelKey& key);
   void release_idle_captures();
   bool make_room_for(uint64_t bytes); // drop captures of idle kernels, oldest first
   void load_persisted_captures();
