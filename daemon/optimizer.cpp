@@ -8,6 +8,9 @@
 
 #include <spdlog/spdlog.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include <algorithm>
 #include <set>
 #include <cstring>
@@ -29,6 +32,8 @@ constexpr auto k_tick = std::chrono::milliseconds(250);
 constexpr int64_t k_image_retry_s = 10;
 constexpr size_t k_finished_jobs_kept = 200;
 constexpr uint64_t k_max_image = 1ull << 30; // module images larger than this are not optimized
+// Buffer ranges of captures from this size up are held once by their contents (share_ranges).
+constexpr uint64_t k_shared_min = 64u << 10;
 
 int64_t now_s() {
   return int64_t(std::time(nullptr));
@@ -466,7 +471,7 @@ void Optimizer::start_job(JobEntry& job) {
   j.guard = job.candidate.guard;
   std::vector<std::string> data;
   for (const auto& c : w.captures) {
-    auto bytes = read_fd(c.data->get(), c.meta.data_bytes);
+    auto bytes = read_capture(c);
     if (!bytes) continue;
     j.captures.push_back(c.meta);
     data.push_back(std::move(*bytes));
@@ -821,7 +826,7 @@ void Optimizer::start_shadow_job(JobEntry& job) {
   }
   std::vector<std::string> data;
   const CaptureEntry& c = *job.shadow_capture;
-  auto bytes = read_fd(c.data->get(), c.meta.data_bytes);
+  auto bytes = read_capture(c);
   if (!bytes) {
     Verdict v;
     v.job = job.id;
@@ -939,6 +944,9 @@ std::string Optimizer::metrics_text() const {
          m_gpu_saved_ns / 1e9);
   metric("hone_capture_bytes", "gauge", "Memory the captured launches hold now.",
          double(m_capture_bytes));
+  metric("hone_capture_shared_bytes", "gauge",
+         "Bytes the captured launches refer to that another capture holds already (held once).",
+         double(m_capture_bytes_shared));
   metric("hone_capture_budget_bytes", "gauge", "What captures may hold in all (capture.total_mb).",
          double(uint64_t(m_config.capture.total_mb) << 20));
   out += "# HELP hone_shadow_checks_total Shadow checks of served variants since honed started, "
@@ -1114,12 +1122,19 @@ void Optimizer::on_capture(uint64_t conn, const Capture& msg, UniqueFd fd) {
       spdlog::warn("capture of {} kept in memory only: {}", msg.key.entry, file.error().message);
   }
   e.data = std::make_shared<UniqueFd>(std::move(fd));
-  m_capture_bytes += msg.data_bytes;
+  uint64_t shared = 0;
+  if (!share_ranges(e, shared)) {
+    spdlog::warn("capture of {} dropped: its bytes could not be read", msg.key.entry);
+    return;
+  }
+  m_capture_bytes += msg.data_bytes - shared;
+  m_capture_bytes_shared += shared;
   w.captures.push_back(std::move(e));
   size_t bounded = 0;
   for (const auto& b : msg.buffers) bounded += b.bounded ? 1 : 0;
-  spdlog::info("captured a launch of {} ({} buffers, {} by bounded ranges, {} bytes)",
-               msg.key.entry, msg.buffers.size(), bounded, msg.data_bytes);
+  spdlog::info("captured a launch of {} ({} buffers, {} by bounded ranges, {} bytes, {} of them "
+               "held already for other captures)",
+               msg.key.entry, msg.buffers.size(), bounded, msg.data_bytes, shared);
   advance_soon();
 }
 
@@ -1145,14 +1160,106 @@ bool Optimizer::strategies_left(const KernelKey& key) {
 
 void Optimizer::release_captures(const KernelKey& key, Work& w, const char* why) {
   if (w.captures.empty()) return;
-  for (const auto& c : w.captures) {
-    m_capture_bytes -= std::min(m_capture_bytes, c.meta.data_bytes);
+  for (auto& c : w.captures) {
+    uncharge(c);
     if (!c.file.empty()) capture_files::remove(c.file);
   }
   spdlog::info("dropped {} capture(s) of {}: {}", w.captures.size(), key.entry, why);
   w.captures.clear();
   w.captures_asked = 0;
   w.capture_asked_at = 0;
+}
+
+bool Optimizer::share_ranges(CaptureEntry& e, uint64_t& shared_bytes) {
+  shared_bytes = 0;
+  const uint64_t total = e.meta.data_bytes;
+  // The buffers' ranges worth holding once, each range once (buffers into one allocation name
+  // the same bytes), in order and apart.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto& b : e.meta.buffers) {
+    if (b.size >= k_shared_min && b.before <= total && b.size <= total - b.before)
+      ranges.emplace_back(b.before, b.size);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<uint64_t, uint64_t>> apart;
+  uint64_t end = 0;
+  for (auto r : ranges) {
+    if (r.first < end) continue;
+    apart.push_back(r);
+    end = r.first + r.second;
+  }
+  if (apart.empty()) return true;
+  auto bytes = read_fd(e.data->get(), total);
+  if (!bytes) return false;
+  std::string rest;
+  rest.reserve(total);
+  uint64_t at = 0;
+  for (auto [off, size] : apart) {
+    rest.append(*bytes, at, off - at);
+    std::string_view range(bytes->data() + off, size);
+    XXH128_hash_t h = XXH3_128bits(range.data(), range.size());
+    std::string key(reinterpret_cast<const char*>(&h), sizeof h);
+    std::shared_ptr<const std::string> blob;
+    auto it = m_shared_ranges.find(key);
+    if (it != m_shared_ranges.end()) blob = it->second.lock();
+    if (blob && *blob == range) {
+      shared_bytes += size;
+    } else {
+      // New bytes (or, never seen yet, other bytes with the same hash: held apart).
+      bool collision = blob != nullptr;
+      blob = std::make_shared<const std::string>(range);
+      if (!collision) m_shared_ranges[key] = blob;
+    }
+    e.shared.emplace_back(off, std::move(blob));
+    at = off + size;
+  }
+  rest.append(*bytes, at, total - at);
+  UniqueFd fd = memfd_with(rest, "hone-capture");
+  if (!fd) return false;
+  e.data = std::make_shared<UniqueFd>(std::move(fd));
+  for (auto i = m_shared_ranges.begin(); i != m_shared_ranges.end();)
+    i = i->second.expired() ? m_shared_ranges.erase(i) : std::next(i);
+  return true;
+}
+
+std::optional<std::string> Optimizer::read_capture(const CaptureEntry& c) const {
+  uint64_t shared = 0;
+  for (const auto& r : c.shared) shared += r.second->size();
+  auto rest = read_fd(c.data->get(), c.meta.data_bytes - shared);
+  if (!rest || c.shared.empty()) return rest;
+  std::string out;
+  out.reserve(c.meta.data_bytes);
+  uint64_t from = 0; // in `rest`
+  for (const auto& [off, blob] : c.shared) {
+    uint64_t n = off - out.size();
+    out.append(*rest, from, n);
+    from += n;
+    out += *blob;
+  }
+  out.append(*rest, from, std::string::npos);
+  return out;
+}
+
+void Optimizer::uncharge(CaptureEntry& c) {
+  uint64_t freed = c.meta.data_bytes;
+  std::map<const std::string*, long> refs; // a capture may name one blob twice
+  for (const auto& r : c.shared) {
+    freed -= std::min<uint64_t>(freed, r.second->size());
+    ++refs[r.second.get()];
+  }
+  for (const auto& r : c.shared) {
+    auto it = refs.find(r.second.get());
+    if (it == refs.end()) continue;
+    const uint64_t size = r.second->size();
+    const long mine = it->second;
+    const bool last = r.second.use_count() == mine; // no other capture holds it
+    if (last) freed += size;
+    const uint64_t unshared = uint64_t(last ? mine - 1 : mine) * size;
+    m_capture_bytes_shared -= std::min(m_capture_bytes_shared, unshared);
+    refs.erase(it);
+  }
+  m_capture_bytes -= std::min(m_capture_bytes, freed);
+  c.shared.clear();
 }
 
 void Optimizer::release_idle_captures() {
@@ -1219,7 +1326,13 @@ void Optimizer::load_persisted_captures() {
     e.data = std::make_shared<UniqueFd>(std::move(l.data));
     e.received = now_s();
     e.file = l.file;
-    m_capture_bytes += e.meta.data_bytes;
+    uint64_t shared = 0;
+    if (!share_ranges(e, shared)) {
+      spdlog::warn("capture file {}: its bytes could not be read", l.file.string());
+      continue;
+    }
+    m_capture_bytes += e.meta.data_bytes - shared;
+    m_capture_bytes_shared += shared;
     w.captures.push_back(std::move(e));
     ++kept;
   }
@@ -1873,7 +1986,8 @@ json Optimizer::workers_json() const {
               {"started", m_workers->workers_started()},
               {"lost", m_workers->workers_lost()},
               {"crashed", m_workers->workers_crashed()},
-              {"capture_bytes", m_capture_bytes}};
+              {"capture_bytes", m_capture_bytes},
+              {"capture_bytes_shared", m_capture_bytes_shared}};
 }
 
 } // namespace hone::daemon

@@ -27,6 +27,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <unordered_map>
 #include <vector>
 
 namespace hone::daemon {
@@ -88,7 +89,11 @@ public:
 private:
   struct CaptureEntry {
     Capture meta;
+    // The capture's bytes, less the `shared` ranges, in order.
     std::shared_ptr<UniqueFd> data;
+    // Buffer ranges (by their offset in the capture's bytes) that honed holds once for every
+    // capture with the same bytes: a weights range that many launches read (share_ranges()).
+    std::vector<std::pair<uint64_t, std::shared_ptr<const std::string>>> shared;
     int64_t received = 0;
     std::filesystem::path file; // with capture.persist: its file under the state directory
   };
@@ -143,6 +148,16 @@ private:
   // Captures are production data: kept only while something may still use them.
   bool needs_captures(const KernelKey& key) const;
   void release_captures(const KernelKey& key, Work& w, const char* why);
+  // Captures hold each buffer range of at least k_shared_min bytes once, by its contents: the
+  // weights that many kernels' launches read are held once however many captures have them.
+  // Moves `e`'s ranges into shared blobs and its other bytes into a memfd of their own; returns
+  // the bytes it shares with captures already held (false: `e` is unusable, a short read).
+  bool share_ranges(CaptureEntry& e, uint64_t& shared_bytes);
+  // The capture's bytes, its shared ranges put back in place.
+  std::optional<std::string> read_capture(const CaptureEntry& c) const;
+  // Drops `c`'s hold on its bytes (its shared ranges are let go): what it alone held leaves the
+  // accounting.
+  void uncharge(CaptureEntry& c);
   // Whether the kernel has an enabled strategy not yet tried, or one still proposing (its
   // captures are kept for them when no process runs it any more).
   bool strategies_left(const KernelKey& key);
@@ -258,6 +273,10 @@ private:
   uint64_t m_next_job = 1;
   uint64_t m_next_request = 1;
   uint64_t m_capture_bytes = 0;
+  // Bytes the captures refer to that another capture holds already (held once).
+  uint64_t m_capture_bytes_shared = 0;
+  // Shared ranges by the 128-bit hash of their bytes (held by the captures that refer to them).
+  std::unordered_map<std::string, std::weak_ptr<const std::string>> m_shared_ranges;
   bool m_stopping = false;
 };
 

@@ -1,10 +1,11 @@
 // An application that keeps launching one kernel (serve.cu) and checks every result against the
 // host, as an inference loop does: the end-to-end tests optimize and swap its kernel under it.
 //   hone-testapp-serve [--seconds S] [--iterations N] [--mixed-shapes] [--n N] [--reps R] [--block B]
-//                     [--stop-file PATH] [--alias]
+//                     [--stop-file PATH] [--alias] [--same-input]
 // It stops after S seconds (or N launches), or as soon as PATH exists. Blocks have B threads (default 256); --mixed-shapes launches every fourth time with half as many.
 // --alias passes one buffer as both out and in: the kernel computes in place (each thread reads
 // in[i] before it writes out[i], and no other thread touches element i).
+// --same-input gives every launch the same input (as a model's weights are), not a new one.
 // Prints "progress <launches>" lines and, at the end, "launches <L> mismatches <M> last_mismatch
 // <K>" (K: the number of the last launch that was wrong, 0 if none); exits 1 on a mismatch. Nothing of hone: cuda.h and -lcuda only.
 #include <cuda.h>
@@ -39,7 +40,7 @@ int main(int argc, char** argv) {
   int n = 4096, reps = 64;
   unsigned block_threads = 256;
   std::string stop_file;
-  bool alias = false;
+  bool alias = false, same_input = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
@@ -50,8 +51,9 @@ int main(int argc, char** argv) {
     else if (a == "--stop-file" && i + 1 < argc) stop_file = argv[++i];
     else if (a == "--block" && i + 1 < argc) block_threads = unsigned(std::atoi(argv[++i]));
     else if (a == "--alias") alias = true;
+    else if (a == "--same-input") same_input = true;
     else {
-      std::fprintf(stderr, "usage: %s [--seconds S] [--iterations N] [--mixed-shapes] [--n N] [--reps R] [--block B] [--stop-file PATH] [--alias]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--seconds S] [--iterations N] [--mixed-shapes] [--n N] [--reps R] [--block B] [--stop-file PATH] [--alias] [--same-input]\n", argv[0]);
       return 2;
     }
   }
@@ -83,7 +85,8 @@ int main(int argc, char** argv) {
       break;
     }
     if (!stop_file.empty() && ::access(stop_file.c_str(), F_OK) == 0) break;
-    for (int i = 0; i < n; ++i) in[size_t(i)] = int((it * 7919 + i * 104729) % 100003) - 50000;
+    const long round = same_input ? 0 : it;
+    for (int i = 0; i < n; ++i) in[size_t(i)] = int((round * 7919 + i * 104729) % 100003) - 50000;
     check(cuMemcpyHtoD(d_in, in.data(), size_t(n) * 4), "cuMemcpyHtoD");
     if (!alias) check(cuMemsetD8(d_out, 0xab, size_t(n) * 4), "cuMemsetD8"); // in place: out holds in
     unsigned block = (mixed && it % 4 == 3) ? block_threads / 2 : block_threads;

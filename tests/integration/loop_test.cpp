@@ -461,13 +461,63 @@ TEST(Loop, CapturesLeaveMemoryWithTheApplication) {
     ASSERT_NE(id, 0u);
     json job = ctl.wait_job(id);
     ASSERT_EQ(job.value("verdict", ""), "verified") << job.dump(2);
-    // two launches of n ints in and out
-    EXPECT_EQ(capture_bytes(), 2u * 2u * 4u * uint64_t(std::atol(k_n)));
+    // Two launches of n ints in and out. The application fills `out` with the same bytes
+    // before every launch, so the two captures hold its range once.
+    const uint64_t range = 4u * uint64_t(std::atol(k_n));
+    EXPECT_EQ(capture_bytes(), 3u * range) << d->log();
+    json st = ctl.request({{"cmd", "status"}});
+    EXPECT_EQ(st["result"]["workers"].value("capture_bytes_shared", uint64_t(0)), range)
+        << st.dump(2);
     expect_app_correct(app);
   }
   EXPECT_TRUE(wait_for([&] { return capture_bytes() == 0; }, 10s)) << d->log();
+  json st = ctl.request({{"cmd", "status"}});
+  EXPECT_EQ(st["result"]["workers"].value("capture_bytes_shared", uint64_t(1)), 0u) << st.dump(2);
   EXPECT_NE(d->log().find("dropped 2 capture(s) of accumulate"), std::string::npos) << d->log();
   EXPECT_FALSE(fs::exists(d->state_dir() / "captures"));
+}
+
+// A range many launches read with the same bytes (a model's weights) is held once for all their
+// captures, and each capture a job runs on gets those bytes back in place: the worker's replay of
+// the original ends as the application's launch did (capture.with_outputs).
+TEST(Loop, CapturesHoldTheBytesManyLaunchesReadOnce) {
+  DaemonOptions o;
+  o.config = config_text();
+  o.env.emplace("HONE_EMU_INSTRUCTION_BUDGET", "200000000");
+  o.env.emplace("HONE_CAPTURE_WITH_OUTPUTS", "true");
+  auto started = DaemonProcess::start(std::move(o));
+  ASSERT_TRUE(started) << started.error().message;
+  auto d = std::move(*started);
+  Ctl ctl(d->socket());
+  App app(d->socket(), {"--n", k_n, "--reps", k_reps, "--same-input"});
+  ASSERT_TRUE(wait_kernel(ctl)) << d->log();
+  uint64_t id = submit(ctl, k_fast, "cuda", {{"comparison", "bitwise"}});
+  ASSERT_NE(id, 0u);
+  json job = ctl.wait_job(id);
+  ASSERT_EQ(job.value("verdict", ""), "verified") << job.dump(2) << d->log();
+  EXPECT_EQ(job.value("captures_used", 0), 2) << job.dump(2);
+  // The second capture's `in` and `out` (0xab before every launch) are the first one's bytes.
+  const uint64_t range = 4u * uint64_t(std::atol(k_n));
+  json st = ctl.request({{"cmd", "status"}});
+  EXPECT_EQ(st["result"]["workers"].value("capture_bytes_shared", uint64_t(0)), 2 * range)
+      << st.dump(2);
+  EXPECT_NE(d->log().find(std::to_string(2 * range) + " of them held already for other captures"),
+            std::string::npos)
+      << d->log();
+  json variants = ctl.request({{"cmd", "variants"}, {"target", "accumulate"}});
+  ASSERT_FALSE(variants["result"]["variants"].empty()) << variants.dump(2);
+  std::string vid = variants["result"]["variants"][0].value("id", "");
+  json shown = ctl.request({{"cmd", "show"}, {"target", vid}});
+  const json& captures = shown["result"]["evidence"]["worker"]["captures"];
+  ASSERT_EQ(captures.size(), 2u) << shown.dump(2);
+  for (const auto& c : captures) {
+    bool replayed = false;
+    for (const auto& a : c["allocations"]) {
+      if (a.value("role", "") == "output") replayed = a.value("replays_captured_output", false);
+    }
+    EXPECT_TRUE(replayed) << c.dump(2);
+  }
+  expect_app_correct(app);
 }
 
 // With capture.persist the captures are files of mode 0600 under the state directory, and a
