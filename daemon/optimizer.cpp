@@ -674,14 +674,9 @@ Optimizer::best_variant(const KernelKey& key, const std::string& arch, uint32_t 
   auto list = m_store->variants_of(key);
   if (!list) return std::nullopt;
   std::optional<store::VariantRecord> best;
-  // A variant that reshapes its launches serves no CUDA graph node (the shim keeps a node's shape):
-  // for a kernel the application replays in graphs, one that serves them wins.
-  const KernelInfo* k = m_registry.kernel(key);
-  const bool in_graphs = k && k->graph_launches > 0;
   for (auto& v : *list) {
     if (v.state != store::VariantState::verified || v.arch != arch || v.driver_major != major)
       continue;
-    if (in_graphs && v.guard.reshape_block) continue;
     if (m_awaiting_tombstone.count(v.id)) continue; // serves once its tombstone was looked up
     if (!best || v.speedup > best->speedup) best = std::move(v);
   }

@@ -39,8 +39,12 @@ struct Node {
   CUgraphNode parent = nullptr;
   CUgraphNode parent_source = nullptr;
   bool enabled = true;
-  unsigned grid[3] = {1, 1, 1};
+  unsigned grid[3] = {1, 1, 1};  // the application's shape of the node
   unsigned block[3] = {1, 1, 1};
+  // The shape the executable graph's node runs now: the application's, or the one a variant that
+  // reshapes its launches (Guard::reshape_block) runs with.
+  unsigned run_grid[3] = {1, 1, 1};
+  unsigned run_block[3] = {1, 1, 1};
   unsigned shared = 0;
   std::vector<std::string> args; // each parameter's bytes
   std::vector<void*> arg_ptrs;   // into args: the kernelParams the node is set with
@@ -57,15 +61,19 @@ struct Node {
                       arg_ptrs.empty() ? nullptr : arg_ptrs.data(),
                       nullptr};
   }
-  CUDA_KERNEL_NODE_PARAMS params(void* function) {
+  // The node's parameters running `function` with the application's shape.
+  CUDA_KERNEL_NODE_PARAMS params(void* function) { return params(function, grid, block); }
+  // What it runs now: its current function with the shape it runs.
+  CUDA_KERNEL_NODE_PARAMS params_now() { return params(current, run_grid, run_block); }
+  CUDA_KERNEL_NODE_PARAMS params(void* function, const unsigned* g, const unsigned* b) {
     CUDA_KERNEL_NODE_PARAMS p{};
     p.func = static_cast<CUfunction>(function);
-    p.gridDimX = grid[0];
-    p.gridDimY = grid[1];
-    p.gridDimZ = grid[2];
-    p.blockDimX = block[0];
-    p.blockDimY = block[1];
-    p.blockDimZ = block[2];
+    p.gridDimX = g[0];
+    p.gridDimY = g[1];
+    p.gridDimZ = g[2];
+    p.blockDimX = b[0];
+    p.blockDimY = b[1];
+    p.blockDimZ = b[2];
     p.sharedMemBytes = shared;
     p.kernelParams = arg_ptrs.empty() ? nullptr : arg_ptrs.data();
     return p;
@@ -254,6 +262,8 @@ bool node_from(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS& p, Node& n,
   n.block[0] = p.blockDimX;
   n.block[1] = p.blockDimY;
   n.block[2] = p.blockDimZ;
+  std::copy(n.grid, n.grid + 3, n.run_grid);
+  std::copy(n.block, n.block + 3, n.run_block);
   n.shared = p.sharedMemBytes;
   n.weight = uint64_t(p.gridDimX) * p.gridDimY * p.gridDimZ * p.blockDimX * p.blockDimY *
              p.blockDimZ;
@@ -401,6 +411,31 @@ using DestroyGraph = CUresult (*)(CUgraph);
 
 bool patchable(const Node& n) { return n.record && n.depth <= 1; }
 
+// What a node is to run: a function (nullptr: leave the node as it is) with a grid and block.
+struct Want {
+  void* function = nullptr;
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  bool same_as(const Node& n) const {
+    return function == n.current && std::equal(grid, grid + 3, n.run_grid) &&
+           std::equal(block, block + 3, n.run_block);
+  }
+  void ran_by(Node& n) const {
+    n.current = function;
+    std::copy(grid, grid + 3, n.run_grid);
+    std::copy(block, block + 3, n.run_block);
+  }
+};
+
+// The node's function with the application's shape.
+Want as_application(const Node& n, void* function) {
+  Want w;
+  w.function = function;
+  std::copy(n.grid, n.grid + 3, w.grid);
+  std::copy(n.block, n.block + 3, w.block);
+  return w;
+}
+
 void count_patch(const Node& n, void* want) {
   if (n.current == n.original && want != n.original) {
     g_nodes_patched.fetch_add(1, std::memory_order_relaxed);
@@ -413,7 +448,7 @@ void count_patch(const Node& n, void* want) {
 // cuGraphExecKernelNodeSetParams, the kernels of a child graph all at once, as a copy of the
 // child graph with their functions set, through cuGraphExecChildGraphNodeSetParams. False with
 // the first error. Caller holds e.mutex.
-CUresult apply_locked(Exec& e, const std::vector<void*>& want) {
+CUresult apply_locked(Exec& e, const std::vector<Want>& want) {
   auto set = real_fn<ExecSetParams>(Fn::cuGraphExecKernelNodeSetParams_v2);
   auto set_child = real_fn<ExecSetChild>(Fn::cuGraphExecChildGraphNodeSetParams);
   auto get_child = real_fn<GetChild>(Fn::cuGraphChildGraphNodeGetGraph);
@@ -425,15 +460,15 @@ CUresult apply_locked(Exec& e, const std::vector<void*>& want) {
   std::map<CUgraphNode, bool> children; // child graph nodes with a kernel to change
   for (size_t i = 0; i < e.nodes.size(); ++i) {
     Node& n = e.nodes[i];
-    if (!want[i] || want[i] == n.current || !patchable(n)) continue;
+    if (!want[i].function || want[i].same_as(n) || !patchable(n)) continue;
     if (n.depth == 1) {
       children[n.parent] = true;
       continue;
     }
-    CUDA_KERNEL_NODE_PARAMS p = n.params(want[i]);
+    CUDA_KERNEL_NODE_PARAMS p = n.params(want[i].function, want[i].grid, want[i].block);
     if (CUresult r = set(e.exec, n.node, &p)) return r;
-    count_patch(n, want[i]);
-    n.current = want[i];
+    count_patch(n, want[i].function);
+    want[i].ran_by(n);
   }
   for (const auto& [parent, _] : children) {
     if (!set_child || !get_child || !clone || !find || !set_node || !destroy) {
@@ -450,11 +485,12 @@ CUresult apply_locked(Exec& e, const std::vector<void*>& want) {
     for (size_t i = 0; i < e.nodes.size() && r == CUDA_SUCCESS; ++i) {
       Node& n = e.nodes[i];
       if (n.depth != 1 || n.parent != parent || !n.record) continue;
-      void* fn = want[i] ? want[i] : n.current;
       CUgraphNode cn = nullptr;
       r = find(&cn, n.source, copy);
       if (r == CUDA_SUCCESS) {
-        CUDA_KERNEL_NODE_PARAMS p = n.params(fn);
+        CUDA_KERNEL_NODE_PARAMS p =
+            want[i].function ? n.params(want[i].function, want[i].grid, want[i].block)
+                             : n.params_now();
         r = set_node(cn, &p);
       }
     }
@@ -463,9 +499,9 @@ CUresult apply_locked(Exec& e, const std::vector<void*>& want) {
     if (r != CUDA_SUCCESS) return r;
     for (size_t i = 0; i < e.nodes.size(); ++i) {
       Node& n = e.nodes[i];
-      if (n.depth != 1 || n.parent != parent || !n.record || !want[i]) continue;
-      count_patch(n, want[i]);
-      n.current = want[i];
+      if (n.depth != 1 || n.parent != parent || !n.record || !want[i].function) continue;
+      count_patch(n, want[i].function);
+      want[i].ran_by(n);
     }
   }
   return CUDA_SUCCESS;
@@ -474,8 +510,8 @@ CUresult apply_locked(Exec& e, const std::vector<void*>& want) {
 // Point every patched node back at the application's function. Caller holds e.mutex.
 void restore_locked(Exec& e) {
   fold_locked(e);
-  std::vector<void*> want;
-  for (const Node& n : e.nodes) want.push_back(n.original);
+  std::vector<Want> want;
+  for (const Node& n : e.nodes) want.push_back(as_application(n, n.original));
   if (apply_locked(e, want) != CUDA_SUCCESS && first_time(Once::graph_restore_failed)) {
     log(Level::warn, "a graph kernel node could not be restored to the original");
   }
@@ -496,17 +532,21 @@ void reconcile_locked(Exec& e, uint64_t generation) {
   e.generation.store(generation, std::memory_order_relaxed);
   if (e.untouchable) return;
   fold_locked(e); // the replays so far ran what the nodes ran until now
-  std::vector<void*> want;
+  std::vector<Want> want;
   for (Node& n : e.nodes) {
-    void* w = n.original;
+    Want w = as_application(n, n.original);
     if (patchable(n)) {
       const FunctionTable::Slot* slot = registry().functions.find_slot(n.served_as);
       const Swap* s = slot ? slot->swap.load(std::memory_order_acquire) : nullptr;
-      // A variant that reshapes its launches does not serve graph nodes: a node keeps the
-      // application's grid and block (only its function is ever changed here).
-      if (s && s->context == e.context && !s->guard.reshape_block) {
+      // A variant that reshapes its launches runs the node with its own grid and block (the
+      // guard checks the application's shape; the same thread count, so the node's
+      // parameters are unchanged).
+      if (s && s->context == e.context) {
         LaunchArgs a = n.launch_args();
-        if (guard_passes(*s, a)) w = s->function;
+        if (guard_passes(*s, a) &&
+            (!s->guard.reshape_block || reshaped(s->guard, n.grid, n.block, w.grid, w.block))) {
+          w.function = s->function;
+        }
       }
     }
     want.push_back(w);
@@ -691,7 +731,10 @@ bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_ou
     } else if (find(&cn, n.source, clone) != CUDA_SUCCESS) {
       return fail("a node is missing from the clone");
     }
-    CUDA_KERNEL_NODE_PARAMS p = n.params(&n == target ? runs : n.current);
+    // The captured node runs the original with the application's shape, or (a shadow check)
+    // what it runs now; every other node what it runs now.
+    CUDA_KERNEL_NODE_PARAMS p =
+        &n == target && !shadow ? n.params(n.original) : n.params_now();
     if (set_params(cn, &p) != CUDA_SUCCESS) return fail("setting a cloned node's parameters failed");
     if (&n == target) {
       tc = cn;

@@ -149,7 +149,8 @@ __attribute__((noinline)) CUresult shadowed(KernelRecord* r, const Swap* s, CUfu
 // or captured (the replays of the graph are). It is recorded as the variant serving the kernel
 // when the guard passes, so the graph made from the capture starts out served; the shim keeps
 // the variant's origin so the node reads, and is restored, as the application's. A variant that
-// reshapes the launch is not recorded: a node keeps the application's shape (shim/graph.cpp).
+// reshapes the launch is not recorded: the node is recorded as the application launched it, and
+// the executable graph's node is reshaped before its first replay (shim/graph.cpp, reconcile).
 template <class Call>
 __attribute__((noinline)) CUresult recorded(const Swap* s, CUfunction f, const LaunchArgs& a,
                                             Call&& call) {

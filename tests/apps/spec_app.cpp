@@ -5,7 +5,7 @@
 //
 // Usage: hone-testapp-spec [--n N] [--rounds R] [--change-after K] [--change-file PATH]
 //                          [--new-rounds V] [--block B] [--seconds S] [--iterations I]
-//                          [--stop-file PATH]
+//                          [--stop-file PATH] [--graph]
 //   --n N             elements per launch (default 4096)
 //   --rounds R        hash rounds per element (default 64)
 //   --change-after K  after K launches, use --new-rounds instead (default: never)
@@ -15,6 +15,10 @@
 //   --seconds S       stop after S seconds (default 5) ...
 //   --iterations I    ... or after I launches, when given
 //   --stop-file PATH  ... or as soon as PATH exists
+//   --graph           launch through a CUDA graph: the launch captured from a stream once (and
+//                     again when rounds change), instantiated, and replayed with cuGraphLaunch;
+//                     each replay timed with events, the shortest and the last printed at the end
+//                     ("replay_us min <A> last <B>")
 // Prints "progress <launches>" about once a second, "change rounds <R> -> <V> after <K> launches"
 // when it switches, and at the end "launches <L> mismatches <M>" and one
 // "rounds <R> launches <L>" line per rounds value used. Exits 0 only when every launch matched
@@ -24,6 +28,7 @@
 #include <nvrtc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -121,7 +126,8 @@ std::string compile() {
 int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--n N] [--rounds R] [--change-after K] [--change-file PATH] "
-               "[--new-rounds V] [--block B] [--seconds S] [--iterations I] [--stop-file PATH]\n",
+               "[--new-rounds V] [--block B] [--seconds S] [--iterations I] [--stop-file PATH] "
+               "[--graph]\n",
                argv0);
   return 64;
 }
@@ -134,6 +140,7 @@ int main(int argc, char** argv) {
   unsigned block_threads = 256;
   double seconds = 5;
   std::string stop_file, change_file;
+  bool graph = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     bool value = i + 1 < argc;
@@ -155,6 +162,8 @@ int main(int argc, char** argv) {
       iterations = std::atol(argv[++i]);
     else if (a == "--stop-file" && value)
       stop_file = argv[++i];
+    else if (a == "--graph")
+      graph = true;
     else
       return usage(argv[0]);
   }
@@ -181,6 +190,18 @@ int main(int argc, char** argv) {
   CUdeviceptr d_in, d_out;
   check(cuMemAlloc(&d_in, bytes), "cuMemAlloc");
   check(cuMemAlloc(&d_out, bytes), "cuMemAlloc");
+
+  CUstream stream = nullptr;
+  CUgraphExec exec = nullptr;
+  int exec_rounds = -1; // the rounds value `exec` was captured with
+  CUevent before = nullptr, after = nullptr;
+  float replay_min_ms = 0, replay_last_ms = 0;
+  long replays = 0;
+  if (graph) {
+    check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    check(cuEventCreate(&before, CU_EVENT_DEFAULT), "cuEventCreate");
+    check(cuEventCreate(&after, CU_EVENT_DEFAULT), "cuEventCreate");
+  }
 
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -212,9 +233,32 @@ int main(int argc, char** argv) {
     check(cuMemsetD8(d_out, 0xab, bytes), "cuMemsetD8");
     unsigned grid = unsigned((n + int(block_threads) - 1) / int(block_threads));
     void* params[] = {&d_out, &d_in, &n, &current};
-    check(cuLaunchKernel(fn, grid, 1, 1, block_threads, 1, 1, 0, nullptr, params, nullptr),
-          "cuLaunchKernel");
-    check(cuCtxSynchronize(), "cuCtxSynchronize");
+    if (graph) {
+      if (exec_rounds != current) {
+        if (exec) check(cuGraphExecDestroy(exec), "cuGraphExecDestroy");
+        CUgraph g = nullptr;
+        check(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+        check(cuLaunchKernel(fn, grid, 1, 1, block_threads, 1, 1, 0, stream, params, nullptr),
+              "cuLaunchKernel (captured)");
+        check(cuStreamEndCapture(stream, &g), "cuStreamEndCapture");
+        check(cuGraphInstantiate(&exec, g, 0), "cuGraphInstantiate");
+        check(cuGraphDestroy(g), "cuGraphDestroy");
+        exec_rounds = current;
+      }
+      check(cuEventRecord(before, stream), "cuEventRecord");
+      check(cuGraphLaunch(exec, stream), "cuGraphLaunch");
+      check(cuEventRecord(after, stream), "cuEventRecord");
+      check(cuStreamSynchronize(stream), "cuStreamSynchronize");
+      float ms = 0;
+      check(cuEventElapsedTime(&ms, before, after), "cuEventElapsedTime");
+      replay_min_ms = replays ? std::min(replay_min_ms, ms) : ms;
+      replay_last_ms = ms;
+      ++replays;
+    } else {
+      check(cuLaunchKernel(fn, grid, 1, 1, block_threads, 1, 1, 0, nullptr, params, nullptr),
+            "cuLaunchKernel");
+      check(cuCtxSynchronize(), "cuCtxSynchronize");
+    }
     check(cuMemcpyDtoH(out.data(), d_out, bytes), "cuMemcpyDtoH");
     ++launches;
     ++per_rounds.back().second;
@@ -236,7 +280,14 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("launches %ld mismatches %ld\n", launches, mismatches);
+  if (replays) {
+    std::printf("replay_us min %.3f last %.3f\n", replay_min_ms * 1e3, replay_last_ms * 1e3);
+  }
   for (const auto& [r, l] : per_rounds) std::printf("rounds %d launches %ld\n", r, l);
+  if (exec) cuGraphExecDestroy(exec);
+  if (before) cuEventDestroy(before);
+  if (after) cuEventDestroy(after);
+  if (stream) cuStreamDestroy(stream);
   cuMemFree(d_in);
   cuMemFree(d_out);
   cuModuleUnload(mod);

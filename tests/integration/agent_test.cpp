@@ -161,6 +161,66 @@ TEST(Agent, LaunchShapeSpreadsAFewLargeBlocksOverTheGpu) {
   expect_correct(app);
 }
 
+// The same kernel replayed from a CUDA graph (made by stream capture): the variant serves the
+// graph's node reshaped (cuGraphExecKernelNodeSetParams with its grid and block), the application
+// checks every replay, and `honectl disable` puts the node back to the original with the
+// application's shape.
+TEST(Agent, LaunchShapeServesGraphNodesReshapedUntilDisabled) {
+  auto d = start_daemon(agent_config("[agent]\nstrategies = [\"launch_shape\"]\n"));
+  ASSERT_TRUE(d);
+  BackgroundApp app(test_app("hone-testapp-spec", d->socket(),
+                             {"--n", "9216", "--block", "1024", "--rounds", "16", "--graph"}));
+  Ctl ctl(d->socket());
+  json variant;
+  ASSERT_TRUE(wait_for(
+      [&] { return !(variant = ctl.verified_variant("mix_rounds", "launch_shape")).is_null(); },
+      240s))
+      << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
+  json k;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        k = ctl.kernel("mix_rounds");
+        return count(k, "variant_launches") > 5 && count(k, "graph_nodes_serving") > 0;
+      },
+      60s))
+      << k.dump(2) << d->log();
+  EXPECT_EQ(k.value("runs_as", ""), "graph") << k.dump(2);
+  EXPECT_EQ(count(k, "guard_misses"), 0u) << k.dump(2);
+
+  RunResult disabled = run_honectl({"--socket", d->socket(), "disable", "mix_rounds"});
+  ASSERT_EQ(disabled.exit_code, 0) << disabled.out << disabled.err;
+  json before;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        json k1 = ctl.kernel("mix_rounds");
+        std::this_thread::sleep_for(400ms); // two report intervals: let counts move if they move
+        before = ctl.kernel("mix_rounds");
+        return count(before, "launches") > count(k1, "launches") &&
+               count(before, "variant_launches") == count(k1, "variant_launches") &&
+               count(before, "graph_nodes_serving") == 0;
+      },
+      60s))
+      << ctl.kernel("mix_rounds").dump(2);
+  const uint64_t launches = count(before, "launches");
+  ASSERT_TRUE(
+      wait_for([&] { return count(ctl.kernel("mix_rounds"), "launches") > launches + 10; }, 60s));
+  EXPECT_EQ(count(ctl.kernel("mix_rounds"), "variant_launches"),
+            count(before, "variant_launches"));
+  // The replays the variant served ran reshaped: on the emulated device (modeled time, the same
+  // on any host) the shortest took less than the last one (the original again, nine blocks of
+  // 1024 threads). A node given the variant's function with the application's shape would have
+  // taken as long as the original.
+  const std::string out = expect_correct(app);
+  double min_us = 0, last_us = 0;
+  auto at = out.find("replay_us min ");
+  ASSERT_NE(at, std::string::npos) << out;
+  ASSERT_EQ(std::sscanf(out.c_str() + at, "replay_us min %lf last %lf", &min_us, &last_us), 2)
+      << out;
+  std::printf("graph replays: shortest %.3f us (served reshaped), last %.3f us (the original)\n",
+              min_us, last_us);
+  EXPECT_GT(last_us, 1.3 * min_us) << out;
+}
+
 // Runtime specialization: the application keeps `rounds` (a loop bound) at 2, the specialize
 // strategy turns the NVRTC source into a kernel with the constant folded in, the worker finds it
 // bitwise equal and faster in modeled time, and the shim serves it — until the application
