@@ -63,7 +63,6 @@ std::optional<std::string> block_size_dependence(const Function& f) {
     case Opcode::getctarank:
     case Opcode::mapa:
     case Opcode::clusterlaunchcontrol:
-    case Opcode::griddepcontrol:
     case Opcode::ldmatrix:
     case Opcode::stmatrix:
     case Opcode::movmatrix:
@@ -74,6 +73,11 @@ std::optional<std::string> block_size_dependence(const Function& f) {
              ", which works across the threads of a warp or block";
     case Opcode::call:
       return "it calls a function (calls are not followed)";
+    case Opcode::griddepcontrol:
+      // Programmatic dependent launch (llama.cpp builds nearly every kernel with it): waiting for
+      // the grids before this one, or letting the next one start early, is about whole grids,
+      // not about how their threads are grouped into blocks.
+      break;
     default:
       break;
     }
@@ -132,6 +136,52 @@ std::optional<std::string> block_size_dependence(const Function& f) {
   // Each register holding %tid.x must be the addend of a linear index whose product is
   // %ctaid.x * %ntid.x; each %ctaid.x and %ntid.x register must be a factor of one.
   std::set<const Instruction*> linear; // the instructions that compute a linear index
+  auto defining = [&](std::string_view reg) -> const Instruction* {
+    const Instruction* def = nullptr;
+    for (const auto& st : f.body) {
+      const auto* d = std::get_if<Instruction>(&st.item);
+      if (d && !detail::has_no_destination(*d) && operand_reg(*d, 0) == reg) def = d;
+    }
+    return def;
+  };
+  auto factors_are_block_and_size = [&](const Instruction& m) {
+    auto a = sreg_of.find(operand_reg(m, 1));
+    auto b = sreg_of.find(operand_reg(m, 2));
+    return a != sreg_of.end() && b != sreg_of.end() &&
+           std::set<std::string_view>{a->second, b->second} ==
+               std::set<std::string_view>{"%ctaid.x", "%ntid.x"};
+  };
+  auto is_wide32 = [](const Instruction& in) {
+    return in.has_mod("wide") && (in.has_mod("u32") || in.has_mod("s32")) && in.guard.empty();
+  };
+  // The 64-bit form nvcc gives `int64_t(blockDim.x) * blockIdx.x + threadIdx.x` (llama.cpp's
+  // element-wise kernels): %tid.x widened by `cvt.u64.u32` into a register used once, as the
+  // addend of `mad.wide.u32 ctaid, ntid` or of `add.s64` with `mul.wide.u32 ctaid, ntid`. The
+  // product is exact in 64 bits, so the index is the same for any grouping of the same threads.
+  auto widened_linear_index = [&](const Instruction& cvt, size_t operand) {
+    if (cvt.op != Opcode::cvt || operand != 1 || !cvt.guard.empty() ||
+        !((cvt.has_mod("u64") && cvt.has_mod("u32")) || (cvt.has_mod("s64") && cvt.has_mod("s32"))))
+      return false;
+    std::string_view wide = operand_reg(cvt, 0);
+    const Use* wu = wide.empty() ? nullptr : only_use(wide);
+    if (!wu) return false;
+    const Instruction& in = *wu->at;
+    if (in.op == Opcode::mad && is_wide32(in) && wu->operand == 3 &&
+        factors_are_block_and_size(in)) {
+      linear.insert(&in);
+      return true;
+    }
+    const bool add64 = in.op == Opcode::add && (in.has_mod("s64") || in.has_mod("u64")) &&
+                       in.guard.empty() && !in.has_mod("cc");
+    if (!add64 || (wu->operand != 1 && wu->operand != 2)) return false;
+    std::string_view product = operand_reg(in, wu->operand == 1 ? 2 : 1);
+    const Instruction* mul = product.empty() || !only_use(product) ? nullptr : defining(product);
+    if (!mul || mul->op != Opcode::mul || !is_wide32(*mul) || !factors_are_block_and_size(*mul))
+      return false;
+    linear.insert(&in);
+    linear.insert(mul);
+    return true;
+  };
   for (const auto& [reg, sreg] : sreg_of) {
     const Use* u = only_use(reg);
     if (!u) {
@@ -170,6 +220,7 @@ std::optional<std::string> block_size_dependence(const Function& f) {
           }
         }
       }
+      if (widened_linear_index(in, u->operand)) continue;
       return "%tid.x is used other than in the thread's linear index "
              "(%ctaid.x * %ntid.x + %tid.x)";
     }

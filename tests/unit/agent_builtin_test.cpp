@@ -801,6 +801,22 @@ extern "C" __global__ void strided(unsigned* out, const unsigned* in, unsigned n
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
         out[i] = in[i] * 3u;
 }
+// llama.cpp's element-wise form: a 64-bit index, and programmatic dependent launch.
+extern "C" __global__ void wide_pdl(float* out, const float* a, const float* b, long long n)
+{
+    const long long i = (long long)blockDim.x * blockIdx.x + threadIdx.x;
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (i >= n) return;
+    out[i] = a[i] * b[i] / (1.0f + __expf(-a[i]));
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+}
+// The 64-bit index, and the thread index on its own as well.
+extern "C" __global__ void wide_and_lane(float* out, const float* a, long long n)
+{
+    const long long i = (long long)blockDim.x * blockIdx.x + threadIdx.x;
+    if (i >= n) return;
+    out[i] = a[i] + (float)(threadIdx.x & 31);
+}
 )";
 
 std::optional<std::string> refusal(const std::string& ptx_text, const char* entry) {
@@ -828,6 +844,15 @@ TEST(LaunchShape, ProvesOnlyKernelsWhoseWorkFollowsTheLinearIndex) {
   EXPECT_NE(warp->find("shfl"), std::string::npos) << *warp;
   // A grid-stride loop reads %nctaid.x: the thread count is the same, but the proof is not made.
   EXPECT_TRUE(refusal(ptx_text, "strided"));
+  // The index widened to 64 bits (cvt.u64.u32 of %tid.x, mul.wide.u32, add.s64), with
+  // griddepcontrol around it: the same work per linear index.
+  std::string wide_ptx = ptx_text;
+  EXPECT_NE(wide_ptx.find("mul.wide.u32"), std::string::npos);
+  EXPECT_NE(wide_ptx.find("griddepcontrol.wait"), std::string::npos);
+  EXPECT_EQ(refusal(ptx_text, "wide_pdl"), std::nullopt);
+  auto lane = refusal(ptx_text, "wide_and_lane");
+  ASSERT_TRUE(lane);
+  EXPECT_NE(lane->find("%tid.x"), std::string::npos) << *lane;
 }
 
 TEST(LaunchShape, OffersOtherBlockSizesWithTheSameThreadCount) {
