@@ -289,7 +289,11 @@ constexpr Section k_sections[] = {
      "workers replay to prove a candidate equal to the original. They are production data:\n"
      "honed keeps them in memory, within max_mb each and total_mb in all, never logs their\n"
      "contents, and writes them to disk only with persist = true (files of mode 0600 under\n"
-     "the state directory)."},
+     "the state directory). A buffer range of 64 KiB or more that several captures hold\n"
+     "with the same bytes (the weights many launches read) is held once. A kernel's captures\n"
+     "leave memory once no process runs it, no job waits on them and no enabled strategy is\n"
+     "left to try on it: the strategies of a short-lived application's kernels run on them\n"
+     "after it exits, and the variants they verify serve its next run."},
     {"validation",
      "How a candidate proves itself before it is used. It must produce the same outputs as\n"
      "the original on every captured launch (bit for bit, unless its strategy's candidates\n"

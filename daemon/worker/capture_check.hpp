@@ -130,6 +130,9 @@ public:
   // The original faulted outside the bounded ranges on a perturbed copy in perturbed_last(): that
   // copy proves nothing, and the context is unusable (the worker exits after the verdict).
   bool lost_context_on_perturbed() const { return m_lost_on_perturbed; }
+  bool perturbed_pending() const { return m_perturbed_pending.has_value(); }
+  // Step g's evidence: what each perturbed copy changed and how it ended.
+  const nlohmann::json& perturbed() const { return m_perturbed; }
 
 private:
 

@@ -421,8 +421,10 @@ std::optional<Failure> JobRun::validate_all(uint64_t seed1, uint64_t seed2, bool
 
 std::optional<Failure> JobRun::perturbed_last() {
   for (size_t k = 0; k < m_checks.size(); ++k) {
+    if (!m_checks[k]->perturbed_pending()) continue;
     auto f = m_checks[k]->perturbed_last();
-    if (k < m_evidence["captures"].size()) m_evidence["captures"][k] = m_checks[k]->evidence();
+    if (k < m_evidence["captures"].size() && !m_checks[k]->perturbed().empty())
+      m_evidence["captures"][k]["perturbed"] = m_checks[k]->perturbed();
     if (f) return f;
     if (m_checks[k]->lost_context_on_perturbed()) {
       m_context_lost_after = true;
