@@ -502,7 +502,9 @@ const Key k_keys[] = {
     {.section = "capture", .name = "timeout_s", .kind = Kind::integer,
      .field = HONE_FIELD(capture.timeout_s),
      .min = 1, .max = 3600,
-     .doc = "Seconds to wait for a launch of the kernel to capture before giving up for now."},
+     .doc = "Seconds a job waits for a launch of its kernel to capture, counted while a\n"
+            "process runs the kernel; with none running (a short-lived application between\n"
+            "two runs) it waits for the next one, up to 60 times this in all."},
     {.section = "validation", .name = "min_speedup", .kind = Kind::number,
      .field = HONE_FIELD(validation.min_speedup),
      .number_min = 1.0, .number_max = 100,

@@ -34,6 +34,8 @@ constexpr size_t k_finished_jobs_kept = 200;
 constexpr uint64_t k_max_image = 1ull << 30; // module images larger than this are not optimized
 // Buffer ranges of captures from this size up are held once by their contents (share_ranges).
 constexpr uint64_t k_shared_min = 64u << 10;
+// A job waits this many capture deadlines (capture.timeout_s) for a process that runs its kernel.
+constexpr int64_t k_wait_for_process_factor = 60;
 
 int64_t now_s() {
   return int64_t(std::time(nullptr));
@@ -395,7 +397,16 @@ bool Optimizer::prerequisites(JobEntry& job) {
   Work& w = m_work[job.kernel];
   request_image(job.kernel, w);
   request_captures(job.kernel, w);
-  int64_t waited = now_s() - job.created;
+  // The capture deadline counts while a process runs the kernel. Without one (a short-lived
+  // application between two runs) the job waits for the next, up to k_wait_for_process_factor
+  // deadlines.
+  const int64_t now = now_s();
+  if (!job.waited_until) job.waited_until = job.created;
+  if (process_with(job.kernel)) job.waited_with_process += std::max<int64_t>(0, now - job.waited_until);
+  job.waited_until = now;
+  const int64_t deadline = int64_t(m_config.capture.timeout_s);
+  const bool no_process_long = now - job.created >= k_wait_for_process_factor * deadline;
+  int64_t waited = no_process_long ? deadline : job.waited_with_process;
   if (!w.has_image() || w.captures.size() < m_config.capture.captures_per_kernel) {
     // A process that refused the captures said why (over capture.max_mb, a graph it cannot
     // copy, ...): that, not silence, is the reason, and waiting out the deadline would only
@@ -413,6 +424,10 @@ bool Optimizer::prerequisites(JobEntry& job) {
                                         std::to_string(m_config.capture.timeout_s) + " s"
                   : !refused.empty()
                       ? "the process refused to capture the kernel's launches: " + refused
+                  : no_process_long && job.waited_with_process < deadline
+                      ? "no launch of the kernel was captured: no process ran it for " +
+                            std::to_string(now - job.created - job.waited_with_process) +
+                            " s after the job was made"
                       : "no launch of the kernel was captured within " +
                             std::to_string(m_config.capture.timeout_s) +
                             " s (is the application still launching it?)";

@@ -138,6 +138,11 @@ private:
     std::string message;
     int64_t created = 0;
     int64_t finished = 0;
+    // Seconds it waited for its image and captures while a process ran the kernel (the capture
+    // deadline counts only those: a short-lived application's next run still serves it), and
+    // when that was last counted.
+    int64_t waited_with_process = 0;
+    int64_t waited_until = 0;
   };
 
   void tick();
