@@ -357,13 +357,26 @@ bool settled(const json& st, std::string& why) {
     why = std::to_string(sessions) + " strategy session(s) working";
     return false;
   }
-  size_t waiting = 0;
-  for (const auto& j : st.value("jobs", json::array())) waiting += j.value("state", "") != "done";
-  if (waiting) {
-    why = std::to_string(waiting) + " job(s) waiting or running";
+  // A job waiting while no process is attached waits for the application's next run (its
+  // capture deadline counts only while one runs the kernel): that is for the next round.
+  const bool attached = !st.value("processes", json::array()).empty();
+  size_t busy = 0;
+  for (const auto& j : st.value("jobs", json::array())) {
+    const std::string state = j.value("state", "");
+    busy += state == "running" || (state == "waiting" && attached);
+  }
+  if (busy) {
+    why = std::to_string(busy) + " job(s) waiting or running";
     return false;
   }
   return true;
+}
+
+// Launches honed captured so far, by its log.
+size_t captures_in(const std::string& log) {
+  size_t n = 0;
+  for (size_t at = 0; (at = log.find("captured a launch of", at)) != std::string::npos; ++at) ++n;
+  return n;
 }
 
 std::string entry_of(const std::string& key) {
@@ -452,8 +465,10 @@ bool bench_app(App& app, const Options& o, const fs::path& dir) {
     std::fflush(stdout);
     if (round > 1 && jobs == jobs_before && settled(st, why)) break; // nothing new to try
   }
+  const size_t captures_before = captures_in((*d)->log());
   AppRun after = app.run(dir, (*d)->socket(), true);
   st = status(ctl);
+  const size_t captured_in_last = captures_in((*d)->log()) - captures_before;
   if (!after.ok) {
     std::printf("FAILED: the last run under hone: %s\n", after.error.c_str());
     return false;
@@ -514,6 +529,11 @@ bool bench_app(App& app, const Options& o, const fs::path& dir) {
               fmt("%.4g", after.figure()).c_str(), app.unit().c_str(),
               plain.figure() > 0 ? after.figure() / plain.figure() : 0.0, plain.modeled_ns / 1000,
               after.modeled_ns / 1000, same ? "unchanged" : "CHANGED");
+  // Each capture runs a bounds probe of the kernel and copies its ranges on the application's
+  // stream: device time the measured run's figure includes.
+  std::printf("  launches captured during the measured run: %zu%s\n", captured_in_last,
+              captured_in_last ? " (each adds a bounds probe and copies to the figure's device time)"
+                               : "");
   if (!plain.own.empty()) {
     std::printf("  the application's own line (host wall clock through the emulator, not a GPU "
                 "figure): plain \"%s\", under hone \"%s\"\n",
