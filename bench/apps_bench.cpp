@@ -352,21 +352,23 @@ json status(Ctl& ctl) {
 }
 
 bool settled(const json& st, std::string& why) {
-  size_t sessions = st.value("agent", json::object()).value("sessions", json::array()).size();
-  if (sessions) {
-    why = std::to_string(sessions) + " strategy session(s) working";
-    return false;
-  }
   // A job waiting while no process is attached waits for the application's next run (its
-  // capture deadline counts only while one runs the kernel): that is for the next round.
+  // capture deadline counts only while one runs the kernel), and so does the strategy session
+  // that proposed it: that is for the next round.
   const bool attached = !st.value("processes", json::array()).empty();
-  size_t busy = 0;
+  size_t running = 0, waiting = 0;
   for (const auto& j : st.value("jobs", json::array())) {
     const std::string state = j.value("state", "");
-    busy += state == "running" || (state == "waiting" && attached);
+    running += state == "running";
+    waiting += state == "waiting";
   }
-  if (busy) {
-    why = std::to_string(busy) + " job(s) waiting or running";
+  if (running || (attached && waiting)) {
+    why = std::to_string(running + (attached ? waiting : 0)) + " job(s) waiting or running";
+    return false;
+  }
+  size_t sessions = st.value("agent", json::object()).value("sessions", json::array()).size();
+  if (sessions && (attached || !waiting)) {
+    why = std::to_string(sessions) + " strategy session(s) working";
     return false;
   }
   return true;
