@@ -357,7 +357,7 @@ void encode(wire::Writer& w, const CaptureRequest& m) {
   w.u32(m.launches);
   w.u64(m.max_bytes);
   w.boolean(m.with_outputs);
-  w.boolean(m.shadow);
+  w.u8(uint8_t((m.shadow ? 1 : 0) | (m.whole ? 2 : 0)));
 }
 
 bool decode(wire::Reader& r, CaptureRequest& m) {
@@ -366,7 +366,10 @@ bool decode(wire::Reader& r, CaptureRequest& m) {
   m.launches = r.u32();
   m.max_bytes = r.u64();
   m.with_outputs = r.boolean();
-  m.shadow = r.boolean();
+  const uint8_t flags = r.u8();
+  if (r.ok() && flags > 3) r.fail("capture request flags out of range");
+  m.shadow = flags & 1;
+  m.whole = flags & 2;
   if (r.ok() && (m.launches == 0 || m.launches > 64)) r.fail("capture launches out of range");
   return r.ok();
 }

@@ -213,6 +213,10 @@ struct CaptureRequest {
   // with the variant running and its outputs copied after it (with_outputs implied); launches
   // it does not serve go on uncaptured.
   bool shadow = false;
+  // Copy whole allocations, without a bounds probe: a bounded capture of the kernel proved
+  // unusable in the worker (shim/README.md, "Bounded captures"). Encoded with `shadow` in one
+  // flags byte (bit 0 shadow, bit 1 whole), so a request without it reads as before.
+  bool whole = false;
 };
 
 // Serve launches of `kernel` that pass `guard` with `entry` of the image in the memfd.

@@ -382,6 +382,7 @@ void Optimizer::request_captures(const KernelKey& key, Work& w) {
   req.launches = want - uint32_t(w.captures.size());
   req.max_bytes = uint64_t(m_config.capture.max_mb) << 20;
   req.with_outputs = m_config.capture.with_outputs;
+  req.whole = w.captures_whole;
   m_capture_requests[req.request] = {key, now_s(), std::nullopt, p->first};
   m_send(p->first, proto::frame_of(proto::MsgType::capture_request, 0, req), UniqueFd());
   w.captures_asked = req.launches;
@@ -518,7 +519,30 @@ void Optimizer::start_job(JobEntry& job) {
 void Optimizer::on_verdict(uint64_t id, const Verdict& v) {
   auto it = m_jobs.find(id);
   if (it == m_jobs.end()) return;
+  if (retry_whole(it->second, v)) return;
   finish_job(it->second, v);
+}
+
+bool Optimizer::retry_whole(JobEntry& job, const Verdict& v) {
+  if (job.shadow_of || job.retried_whole || v.kind != VerdictKind::unsupported) return false;
+  json e = json::parse(v.evidence_json, nullptr, false);
+  if (!e.is_object() || e.value("capture_unusable", "") != "bounded") return false;
+  Work& w = m_work[job.kernel];
+  if (!w.captures_whole) {
+    w.captures_whole = true;
+    release_captures(job.kernel, w,
+                     "a capture by bounded ranges proved unusable; asking for whole allocations");
+  }
+  job.retried_whole = true;
+  job.state = JobState::waiting;
+  job.created = now_s();
+  job.waited_with_process = 0;
+  job.waited_until = 0;
+  (void)m_workers->job_seconds(job.id);
+  spdlog::info("job {}: {}; it waits for captures of whole allocations", job.id,
+               v.message.substr(0, 300));
+  advance_soon();
+  return true;
 }
 
 void Optimizer::finish_job(JobEntry& job, const Verdict& v) {

@@ -117,6 +117,9 @@ private:
     int64_t capture_asked_at = 0;
     uint32_t captures_asked = 0;
     uint64_t capture_conn = 0; // the connection asked for the captures
+    // A capture of the kernel by bounded ranges proved unusable in the worker: its captures are
+    // of whole allocations from then on (CaptureRequest::whole), within capture.max_mb.
+    bool captures_whole = false;
     // The remote tier: not asked yet, asked, candidates from it being validated here, settled.
     enum class FleetState : uint8_t { unknown, looking, adopted, done };
     FleetState fleet = FleetState::unknown;
@@ -143,6 +146,9 @@ private:
     // when that was last counted.
     int64_t waited_with_process = 0;
     int64_t waited_until = 0;
+    // It ran once on a capture by bounded ranges that proved unusable, and waits for (or ran on)
+    // captures of whole allocations (retry_whole).
+    bool retried_whole = false;
   };
 
   void tick();
@@ -153,6 +159,9 @@ private:
   // Captures are production data: kept only while something may still use them.
   bool needs_captures(const KernelKey& key) const;
   void release_captures(const KernelKey& key, Work& w, const char* why);
+  // A job whose capture by bounded ranges proved unusable (the evidence's "capture_unusable")
+  // waits once more, for captures of whole allocations. True when it was put back.
+  bool retry_whole(JobEntry& job, const Verdict& v);
   // Captures hold each buffer range of at least k_shared_min bytes once, by its contents: the
   // weights that many kernels' launches read are held once however many captures have them.
   // Moves `e`'s ranges into shared blobs and its other bytes into a memfd of their own; returns

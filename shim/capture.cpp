@@ -120,6 +120,7 @@ bool capture_claim(KernelRecord* r, CaptureRequestInfo* out) {
   out->request = r->capture_request;
   out->max_bytes = r->capture_max_bytes;
   out->outputs = r->capture_outputs;
+  out->whole = r->capture_whole;
   return true;
 }
 
@@ -216,7 +217,10 @@ bool capture_plan(KernelRecord* r, void* function, const LaunchArgs& a,
   }
   // Bounded ranges where a probe of the launch can run; else every allocation whole.
   bool bounded = false;
-  if (config().capture_bounds && !ranges.empty()) {
+  if (req.whole && !ranges.empty()) {
+    c.whole_why = "honed asked for whole allocations: a capture of this kernel by bounded ranges "
+                  "proved unusable";
+  } else if (config().capture_bounds && !ranges.empty()) {
     if (auto probed = probe_launch(r, function, a, ranges); probed) {
       bounded = true;
     } else {

@@ -28,6 +28,7 @@ struct CaptureRequestInfo {
   uint64_t request = 0;
   uint64_t max_bytes = 0;
   bool outputs = false;
+  bool whole = false; // honed asked for whole allocations (CaptureRequest::whole)
 };
 struct CapturePlan {
   Capture capture;

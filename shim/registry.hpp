@@ -90,6 +90,7 @@ struct KernelRecord {
   uint64_t capture_request = 0;
   uint64_t capture_max_bytes = 0;
   bool capture_outputs = false;
+  bool capture_whole = false; // CaptureRequest::whole
   // The pending captures are a shadow check's: only launches a variant serves, running it.
   std::atomic<bool> capture_shadow{false};
 

@@ -563,6 +563,7 @@ bool Reporter::Impl::handle(const proto::FrameHeader& h, std::string_view payloa
       rec->capture_request = req.request;
       rec->capture_max_bytes = req.max_bytes;
       rec->capture_outputs = req.with_outputs || req.shadow;
+      rec->capture_whole = req.whole;
     }
     rec->capture_shadow.store(req.shadow, std::memory_order_release);
     rec->set_captures_pending(req.launches);

@@ -112,12 +112,14 @@ Failure CaptureCheck::launch_failure(Who who, const Error& e) const {
     // launch's stores suppressed, so a kernel whose addresses depend on what it wrote earlier in
     // the launch can reach bytes the probe never saw). The candidate is not at fault: the capture
     // cannot be used, and the job says so rather than blaming hone's worker.
-    return {VerdictKind::unsupported,
-            "the original kernel reached outside the bounded ranges of " + where +
-                ", so the capture cannot be replayed (HONE_CAPTURE_BOUNDS=whole in the "
-                "application captures whole allocations): " +
-                e.message,
-            lost};
+    Failure f{VerdictKind::unsupported,
+              "the original kernel reached outside the bounded ranges of " + where +
+                  ", so the capture cannot be replayed (honed asks the application for whole "
+                  "allocations next): " +
+                  e.message,
+              lost};
+    f.bounded_unusable = true;
+    return f;
   }
   if (who == Who::original) {
     return {VerdictKind::internal,
@@ -283,11 +285,13 @@ std::optional<Failure> CaptureCheck::run(Who who, Fill fill, uint64_t seed,
     // makes the capture unusable, not the worker faulty.
     const bool bounded = m_capture.buffers[m_allocs[hit->allocation].buffers.front()].bounded;
     if (who == Who::original && bounded) {
-      return Failure{VerdictKind::unsupported,
-                     "capture " + std::to_string(m_index) +
-                         " is unusable: the original kernel wrote outside the range its bounds "
-                         "probe recorded (" +
-                         where + "), so the range was wrong"};
+      Failure f{VerdictKind::unsupported,
+                "capture " + std::to_string(m_index) +
+                    " is unusable: the original kernel wrote outside the range its bounds "
+                    "probe recorded (" +
+                    where + "), so the range was wrong"};
+      f.bounded_unusable = true;
+      return f;
     }
     if (who == Who::original) {
       return Failure{VerdictKind::internal, "capture " + std::to_string(m_index) +
@@ -783,7 +787,7 @@ std::optional<Failure> CaptureCheck::check_perturbed(uint64_t seed1) {
     Placement::Snapshot o, c;
     if (auto f = run(Who::original, Fill::poison, seed1, o)) {
       restore_capture();
-      if (f->context_lost && m_bounded && f->kind == VerdictKind::unsupported) {
+      if (f->context_lost && f->bounded_unusable) {
         // launch_failure(): the original reached outside the bounded ranges. Only the job's
         // last step runs here (perturbed_last()), so the verdict stands on the rest; no later
         // copy can run on this context.

@@ -29,6 +29,9 @@ struct Failure {
   VerdictKind kind = VerdictKind::internal;
   std::string message;
   bool context_lost = false; // a sticky fault: the worker must exit once the verdict is sent
+  // A bounded capture the original itself cannot run on (its ranges missed what it touches):
+  // the evidence's "capture_unusable" says so, and honed asks for whole allocations.
+  bool bounded_unusable = false;
   // The cheat the refusal matched (common/cheats.hpp id), when it names one: the evidence's
   // "pattern", and the verdict message ends with it.
   std::string_view pattern;

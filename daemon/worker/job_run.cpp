@@ -520,6 +520,7 @@ JobOutcome JobRun::finish(std::optional<Failure> f) {
     m_verdict.kind = f->kind;
     m_verdict.message = std::move(f->message);
     out.context_lost = f->context_lost;
+    if (f->bounded_unusable) m_evidence["capture_unusable"] = "bounded";
     if (const CheatPattern* p = cheat_pattern(f->pattern)) {
       m_evidence["pattern"] = p->id;
       m_verdict.message += " [pattern " + std::string(p->id) + ": " + std::string(p->title) + "]";

@@ -1,11 +1,13 @@
 // An application that keeps launching one kernel (serve.cu) and checks every result against the
 // host, as an inference loop does: the end-to-end tests optimize and swap its kernel under it.
 //   hone-testapp-serve [--seconds S] [--iterations N] [--mixed-shapes] [--n N] [--reps R] [--block B]
-//                     [--stop-file PATH] [--alias] [--same-input]
+//                     [--stop-file PATH] [--alias] [--same-input] [--relay]
 // It stops after S seconds (or N launches), or as soon as PATH exists. Blocks have B threads (default 256); --mixed-shapes launches every fourth time with half as many.
 // --alias passes one buffer as both out and in: the kernel computes in place (each thread reads
 // in[i] before it writes out[i], and no other thread touches element i).
 // --same-input gives every launch the same input (as a model's weights are), not a new one.
+// --relay launches serve.cu's `relay` instead (n elements read 4 MiB into a table, through indices
+// the kernel stores first), checking each launch the same way.
 // Prints "progress <launches>" lines and, at the end, "launches <L> mismatches <M> last_mismatch
 // <K>" (K: the number of the last launch that was wrong, 0 if none); exits 1 on a mismatch. Nothing of hone: cuda.h and -lcuda only.
 #include <cuda.h>
@@ -31,6 +33,58 @@ void check(CUresult r, const char* what) {
   std::exit(2);
 }
 
+// The --relay loop: relay(out, idx, idx, data, n, far), every launch checked against the host.
+int relay_main(CUmodule mod, int n, double seconds, long iterations, const std::string& stop_file) {
+  CUfunction fn;
+  check(cuModuleGetFunction(&fn, mod, "relay"), "cuModuleGetFunction(relay)");
+  int far = 1 << 20;
+  std::vector<float> data(size_t(far) + size_t(n));
+  for (size_t i = 0; i < data.size(); ++i) data[i] = float(int(i % 1000) - 500) * 0.25f;
+  CUdeviceptr d_out, d_idx, d_data;
+  check(cuMemAlloc(&d_out, size_t(n) * 4), "cuMemAlloc");
+  check(cuMemAlloc(&d_idx, size_t(n) * 4), "cuMemAlloc");
+  check(cuMemAlloc(&d_data, data.size() * 4), "cuMemAlloc");
+  check(cuMemcpyHtoD(d_data, data.data(), data.size() * 4), "cuMemcpyHtoD");
+  std::vector<float> out(static_cast<size_t>(n));
+  auto start = std::chrono::steady_clock::now();
+  long launches = 0, mismatches = 0, last_mismatch = 0;
+  for (long it = 0;; ++it) {
+    if (iterations >= 0 ? it >= iterations
+                        : std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                                  .count() >= seconds) {
+      break;
+    }
+    if (!stop_file.empty() && ::access(stop_file.c_str(), F_OK) == 0) break;
+    check(cuMemsetD8(d_idx, 0, size_t(n) * 4), "cuMemsetD8");
+    check(cuMemsetD8(d_out, 0xab, size_t(n) * 4), "cuMemsetD8");
+    void* params[] = {&d_out, &d_idx, &d_idx, &d_data, &n, &far};
+    check(cuLaunchKernel(fn, unsigned((n + 255) / 256), 1, 1, 256, 1, 1, 0, nullptr, params,
+                         nullptr),
+          "cuLaunchKernel");
+    check(cuCtxSynchronize(), "cuCtxSynchronize");
+    check(cuMemcpyDtoH(out.data(), d_out, size_t(n) * 4), "cuMemcpyDtoH");
+    ++launches;
+    for (int i = 0; i < n; ++i) {
+      if (out[size_t(i)] != 2.0f * data[size_t(far) + size_t(i)]) {
+        if (mismatches < 5) {
+          std::fprintf(stderr, "serve: relay launch %ld: out[%d] = %g, want %g\n", launches, i,
+                       double(out[size_t(i)]), double(2.0f * data[size_t(far) + size_t(i)]));
+        }
+        ++mismatches;
+        last_mismatch = launches;
+        break;
+      }
+    }
+    if (launches % 50 == 0) {
+      std::printf("progress %ld\n", launches);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("launches %ld mismatches %ld last_mismatch %ld\n", launches, mismatches,
+              last_mismatch);
+  return mismatches ? 1 : 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -40,7 +94,7 @@ int main(int argc, char** argv) {
   int n = 4096, reps = 64;
   unsigned block_threads = 256;
   std::string stop_file;
-  bool alias = false, same_input = false;
+  bool alias = false, same_input = false, relay = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
@@ -52,8 +106,9 @@ int main(int argc, char** argv) {
     else if (a == "--block" && i + 1 < argc) block_threads = unsigned(std::atoi(argv[++i]));
     else if (a == "--alias") alias = true;
     else if (a == "--same-input") same_input = true;
+    else if (a == "--relay") relay = true;
     else {
-      std::fprintf(stderr, "usage: %s [--seconds S] [--iterations N] [--mixed-shapes] [--n N] [--reps R] [--block B] [--stop-file PATH] [--alias] [--same-input]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--seconds S] [--iterations N] [--mixed-shapes] [--n N] [--reps R] [--block B] [--stop-file PATH] [--alias] [--same-input] [--relay]\n", argv[0]);
       return 2;
     }
   }
@@ -69,6 +124,7 @@ int main(int argc, char** argv) {
   check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
   CUmodule mod;
   check(cuModuleLoadData(&mod, k_serve_ptx), "cuModuleLoadData");
+  if (relay) return relay_main(mod, n, seconds, iterations, stop_file);
   CUfunction fn;
   check(cuModuleGetFunction(&fn, mod, "accumulate"), "cuModuleGetFunction");
 

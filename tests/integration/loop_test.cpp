@@ -520,6 +520,52 @@ TEST(Loop, CapturesHoldTheBytesManyLaunchesReadOnce) {
   expect_app_correct(app);
 }
 
+// A bounded capture the original itself cannot run on: `relay` reads `data` through indices it
+// stores first in the same launch, which the bounds probe (stores dropped) never sees, so the
+// capture holds the first bytes of `data` while the launch reads 4 MiB into it. The worker's
+// original faults outside the ranges; honed drops the kernel's captures, asks the process for
+// whole allocations, and the job runs again on those.
+TEST(Loop, BoundedCaptureTheOriginalOverrunsIsTakenAgainWhole) {
+  auto d = start_daemon(config_text(1));
+  ASSERT_TRUE(d);
+  Ctl ctl(d->socket());
+  App app(d->socket(), {"--relay", "--n", "4096"});
+  ASSERT_TRUE(wait_for([&] { return !ctl.kernel("relay").is_null(); }, 60s)) << d->log();
+  const char* same = R"(
+extern "C" __global__ void relay(float* out, int* idx_w, const int* idx_r, const float* data, int n,
+                                 int far)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    idx_w[i] = far + i;
+    out[i] = 2.0f * data[idx_r[i]];
+}
+)";
+  int fd = ::memfd_create("candidate", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, same, std::strlen(same)), ssize_t(std::strlen(same)));
+  json r = ctl.request({{"cmd", "submit"}, {"target", "relay"}, {"kind", "cuda"}}, fd);
+  ::close(fd);
+  ASSERT_TRUE(r.value("ok", false)) << r.dump();
+  json job = ctl.wait_job(r["result"]["job"].get<uint64_t>());
+  // The same code: correct, and no faster.
+  EXPECT_EQ(job.value("verdict", ""), "not faster") << job.dump(2) << d->log();
+  const std::string log = d->log();
+  EXPECT_NE(log.find("captured a launch of relay (4 buffers, 4 by bounded ranges"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("reached outside the bounded ranges"), std::string::npos) << log;
+  EXPECT_NE(log.find("it waits for captures of whole allocations"), std::string::npos) << log;
+  EXPECT_NE(log.find("captured a launch of relay (4 buffers, 0 by bounded ranges"),
+            std::string::npos)
+      << log;
+  json k = ctl.kernel("relay");
+  EXPECT_NE(k.value("captured_whole_why", "").find("honed asked for whole allocations"),
+            std::string::npos)
+      << k.dump(2);
+  expect_app_correct(app);
+}
+
 // With capture.persist the captures are files of mode 0600 under the state directory, and a
 // restarted honed validates with them while no application runs the kernel.
 TEST(Loop, PersistedCapturesValidateAfterRestart) {

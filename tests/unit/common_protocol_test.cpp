@@ -194,6 +194,38 @@ TEST(Protocol, RejectsInconsistentMessages) {
   EXPECT_FALSE(decode(r2, hout));
 }
 
+// `whole` shares a byte with `shadow`: a request without it encodes as before (the old boolean),
+// and a byte with other bits set is refused.
+TEST(Protocol, CaptureRequestFlags) {
+  for (bool shadow : {false, true}) {
+    for (bool whole : {false, true}) {
+      CaptureRequest in;
+      in.request = 7;
+      in.kernel = 9;
+      in.launches = 2;
+      in.shadow = shadow;
+      in.whole = whole;
+      wire::Writer w;
+      encode(w, in);
+      const std::string bytes = w.out();
+      if (!whole) EXPECT_EQ(uint8_t(bytes.back()), shadow ? 1 : 0);
+      wire::Reader r(bytes);
+      CaptureRequest out;
+      ASSERT_TRUE(decode(r, out)) << r.error();
+      EXPECT_EQ(out.shadow, shadow);
+      EXPECT_EQ(out.whole, whole);
+    }
+  }
+  CaptureRequest in;
+  wire::Writer w;
+  encode(w, in);
+  std::string bytes = w.out();
+  bytes.back() = char(4);
+  wire::Reader r(bytes);
+  CaptureRequest out;
+  EXPECT_FALSE(decode(r, out));
+}
+
 TEST(Protocol, HostileBytesNeverCrash) {
   std::mt19937_64 rng(1);
   Kernels ks;

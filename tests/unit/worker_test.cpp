@@ -1753,6 +1753,9 @@ TEST_F(WorkerTest, BoundedRangeTheOriginalWritesPastMakesTheCaptureUnusable) {
   ASSERT_EQ(v.kind, VerdictKind::unsupported) << describe(v);
   EXPECT_NE(v.message.find("unusable"), std::string::npos) << v.message;
   EXPECT_NE(v.message.find("the range was wrong"), std::string::npos) << v.message;
+  // honed reads this and asks the application for whole allocations.
+  EXPECT_EQ(json::parse(v.evidence_json).value("capture_unusable", ""), "bounded")
+      << v.evidence_json;
 }
 
 // A perturbed copy halves the window's offset, so the original itself reads 2 MiB below the range
