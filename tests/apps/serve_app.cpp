@@ -6,7 +6,7 @@
 // --alias passes one buffer as both out and in: the kernel computes in place (each thread reads
 // in[i] before it writes out[i], and no other thread touches element i).
 // --same-input gives every launch the same input (as a model's weights are), not a new one.
-// --relay launches serve.cu's `relay` instead (n elements read 4 MiB into a table, through indices
+// --relay launches relay.cu's `relay` instead (n elements read 4 MiB into a table, through indices
 // the kernel stores first), checking each launch the same way.
 // Prints "progress <launches>" lines and, at the end, "launches <L> mismatches <M> last_mismatch
 // <K>" (K: the number of the last launch that was wrong, 0 if none); exits 1 on a mismatch. Nothing of hone: cuda.h and -lcuda only.
@@ -22,6 +22,7 @@
 #include <vector>
 
 extern const unsigned char k_serve_ptx[];
+extern const unsigned char k_relay_ptx[];
 
 namespace {
 
@@ -123,8 +124,11 @@ int main(int argc, char** argv) {
   check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
   check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
   CUmodule mod;
+  if (relay) {
+    check(cuModuleLoadData(&mod, k_relay_ptx), "cuModuleLoadData(relay)");
+    return relay_main(mod, n, seconds, iterations, stop_file);
+  }
   check(cuModuleLoadData(&mod, k_serve_ptx), "cuModuleLoadData");
-  if (relay) return relay_main(mod, n, seconds, iterations, stop_file);
   CUfunction fn;
   check(cuModuleGetFunction(&fn, mod, "accumulate"), "cuModuleGetFunction");
 
