@@ -9,4 +9,3 @@ extern "C" __global__ void accumulate(int* out, const int* in, int n, int reps)
     for (int k = 0; k < reps; ++k) acc += in[i];
     out[i] = acc;
 }
-
