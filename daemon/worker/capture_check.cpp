@@ -615,8 +615,10 @@ std::optional<Failure> CaptureCheck::check_candidate(const OriginalRuns& origina
   // held before the launch.
   bool any_poison = false;
   for (const auto& info : m_info) any_poison = any_poison || !info.poison.empty();
+  // g runs last, after the job's timing (perturbed_last()): a perturbed copy can make the
+  // original itself fault (halved strides that index with garbage, ranges a bounded capture does
+  // not hold), a sticky fault that ends the worker's context.
   auto step_g = [&]() -> std::optional<Failure> {
-    if (!m_bounded) return check_perturbed(seed1);
     m_perturbed_pending = seed1;
     return std::nullopt;
   };
@@ -645,7 +647,10 @@ std::optional<Failure> CaptureCheck::perturbed_last() {
   const uint64_t seed1 = *m_perturbed_pending;
   m_perturbed_pending.reset();
   ReleaseAtExit release_at_exit{this};
-  return check_perturbed(seed1);
+  const uint32_t runs_before = m_runs;
+  auto f = check_perturbed(seed1);
+  m_perturbed_runs = m_runs - runs_before;
+  return f;
 }
 
 std::optional<Failure> CaptureCheck::check_perturbed(uint64_t seed1) {
@@ -787,18 +792,18 @@ std::optional<Failure> CaptureCheck::check_perturbed(uint64_t seed1) {
     Placement::Snapshot o, c;
     if (auto f = run(Who::original, Fill::poison, seed1, o)) {
       restore_capture();
-      if (f->context_lost && f->bounded_unusable) {
-        // launch_failure(): the original reached outside the bounded ranges. Only the job's
-        // last step runs here (perturbed_last()), so the verdict stands on the rest; no later
-        // copy can run on this context.
-        record["result"] = "skipped: the original reaches outside the capture's bounded ranges "
-                           "on it (" + f->message + "); the fault ended the context, so no "
-                           "later copy ran";
+      if (f->context_lost) {
+        // This is the job's last step (perturbed_last()): the verdict stands on the rest, and no
+        // later copy can run on this context.
+        record["result"] = std::string(f->bounded_unusable
+                                           ? "skipped: the original reaches outside the capture's "
+                                             "bounded ranges on it ("
+                                           : "skipped: the original faults on it (") +
+                           f->message + "); the fault ended the context, so no later copy ran";
         m_perturbed.push_back(std::move(record));
         m_lost_on_perturbed = true;
         return std::nullopt;
       }
-      if (f->context_lost) return f;
       // Not an input the kernel accepts: this copy proves nothing.
       record["result"] = "skipped: the original does not run on it (" + f->message + ")";
       m_perturbed.push_back(std::move(record));

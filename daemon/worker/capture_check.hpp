@@ -125,14 +125,16 @@ public:
 
   // Whether any buffer of the capture was copied by its bounded ranges (CaptureBuffer::bounded).
   bool bounded() const { return m_bounded; }
-  // Step g, when validate() left it for later: on a bounded capture, a perturbed copy (halved
-  // sizes, other offsets) can make the original itself reach bytes outside the ranges the process
-  // copied, a sticky fault that ends the worker's context. The job runs it after its timing.
-  // Leaves nothing allocated.
+  // Step g, which validate() leaves for later: a perturbed copy (halved sizes, strides, offsets)
+  // can make the original itself fault (reach bytes outside the ranges a bounded capture holds,
+  // or index with garbage), a sticky fault that ends the worker's context. The job runs it after
+  // its timing. Leaves nothing allocated.
   std::optional<Failure> perturbed_last();
-  // The original faulted outside the bounded ranges on a perturbed copy in perturbed_last(): that
-  // copy proves nothing, and the context is unusable (the worker exits after the verdict).
+  // The original faulted on a perturbed copy in perturbed_last(): that copy proves nothing, and
+  // the context is unusable (the worker exits after the verdict).
   bool lost_context_on_perturbed() const { return m_lost_on_perturbed; }
+  // Runs of the original and the candidate in the last perturbed_last().
+  uint32_t perturbed_runs() const { return m_perturbed_runs; }
   bool perturbed_pending() const { return m_perturbed_pending.has_value(); }
   // Step g's evidence: what each perturbed copy changed and how it ended.
   const nlohmann::json& perturbed() const { return m_perturbed; }
@@ -213,6 +215,7 @@ private:
   bool m_bounded = false;            // some buffer is restored from bounded ranges
   std::optional<uint64_t> m_perturbed_pending; // step g left for perturbed_last(), its seed
   bool m_lost_on_perturbed = false;
+  uint32_t m_perturbed_runs = 0;
   bool m_l2_flushed = false; // the last timed run started from a flushed L2
   bool m_scrubbed = false;   // the last validation run started from scrubbed memory
 };

@@ -423,8 +423,11 @@ std::optional<Failure> JobRun::perturbed_last() {
   for (size_t k = 0; k < m_checks.size(); ++k) {
     if (!m_checks[k]->perturbed_pending()) continue;
     auto f = m_checks[k]->perturbed_last();
-    if (k < m_evidence["captures"].size() && !m_checks[k]->perturbed().empty())
-      m_evidence["captures"][k]["perturbed"] = m_checks[k]->perturbed();
+    if (k < m_evidence["captures"].size()) {
+      json& c = m_evidence["captures"][k];
+      if (!m_checks[k]->perturbed().empty()) c["perturbed"] = m_checks[k]->perturbed();
+      c["runs"] = c.value("runs", 0u) + m_checks[k]->perturbed_runs();
+    }
     if (f) return f;
     if (m_checks[k]->lost_context_on_perturbed()) {
       m_context_lost_after = true;
@@ -529,7 +532,7 @@ JobOutcome JobRun::finish(std::optional<Failure> f) {
   if (m_context_lost_after) {
     out.context_lost = true;
     m_evidence["context_lost_after"] =
-        "the original faulted outside a bounded capture's ranges on a perturbed copy of it";
+        "the original faulted on a perturbed copy of a capture, the job's last step";
   }
   if (m_tolerance_used) m_verdict.comparison = Comparison::tolerance;
   // Shared and local memory before each validation run: the emulated device's fill seed, a

@@ -62,6 +62,7 @@ cat >"$work/honed.toml" <<CONF
 report_interval_ms = 200
 [worker]
 driver = "$emu_lib/libcuda.so.1"
+start_timeout_s = 120
 [optimizer]
 enabled = true
 hot_min_launches = 1
@@ -276,8 +277,13 @@ if [ -n "$verified" ]; then
   echo "hashcat_hone_test: verified: $verified"
   crack 3
   for k in $verified; do
-    served=$(all_kernels | awk -F'\t' -v k="$k" '$1 == k { print $4 }' | head -n 1)
-    [ "${served:-0}" -gt 0 ] || fail "$k: a variant is verified but served no launch of crack 3"
+    # (the crack's last report reaches honed after hashcat exits: read until it is in)
+    served_launches() {
+      served=$(all_kernels | awk -F'\t' -v k="$k" '$1 == k { print $4 }' | head -n 1)
+      [ "${served:-0}" -gt 0 ]
+    }
+    wait_for 30 "$k: a variant is verified, and crack 3's launches of it served by it" \
+      served_launches
     echo "hashcat_hone_test: crack 3 served $served launch(es) of $k by its variant"
   done
 else

@@ -149,6 +149,15 @@ extern "C" __global__ void gather(const float* const* table, const float* src, f
     if (i < n) out[i] = 2.0f * p[i];
 }
 
+// out[i] = data[idx[i * stride]]: the launch's indices are every stride-th of idx; the others
+// hold garbage.
+extern "C" __global__ void strided_gather(const int* idx, const float* data, float* out, int n,
+                                          int stride)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = data[idx[i * stride]];
+}
+
 // y[i] = 2 x[off + i]: a window of x at an offset the launch is given.
 extern "C" __global__ void window(const float* x, float* y, int n, int off)
 {
@@ -1800,4 +1809,43 @@ extern "C" __global__ void window_c(const float* x, float* y, int n, int off)
   EXPECT_FALSE(w.worker_exits);
   auto we = json::parse(w.evidence_json);
   EXPECT_EQ(we["captures"][0]["perturbed"].back()["result"], "equal") << w.evidence_json;
+}
+
+// A whole capture too: halving the stride makes the original read garbage indices and fault far
+// outside `data` (sticky). The copy is skipped, the job is judged on the rest, and the worker
+// exits after the verdict.
+TEST_F(WorkerTest, OriginalFaultingOnAPerturbedCopyIsSkippedOnWholeCapturesToo) {
+  const int n = 2048;
+  Emu& emu = Emu::get();
+  std::vector<int32_t> idx(size_t(n) * 2);
+  for (int i = 0; i < n; ++i) {
+    idx[size_t(i) * 2] = i;
+    idx[size_t(i) * 2 + 1] = 0x7fffffff;
+  }
+  uint64_t d_idx = emu.upload(idx);
+  uint64_t data = emu.upload(random_floats(size_t(n), 5));
+  uint64_t out = emu.upload(std::vector<float>(size_t(n), 0.0f));
+  Launch l;
+  l.grid = {n / 128, 1, 1};
+  l.block = {128, 1, 1};
+  l.ptr(d_idx).ptr(data).ptr(out).scalar(n).scalar(2);
+  Captured c = capture("strided_gather", l);
+  const char* same = R"(
+extern "C" __global__ void strided_gather_c(const int* idx, const float* data, float* out, int n,
+                                            int stride)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = data[idx[i * stride]];
+})";
+  WorkerProcess w1; // it exits after this job
+  Verdict v = run_cuda(w1, "strided_gather", c, same, "strided_gather_c");
+  ASSERT_TRUE(v.kind == VerdictKind::verified || v.kind == VerdictKind::not_faster) << describe(v);
+  EXPECT_TRUE(v.worker_exits) << describe(v);
+  auto e = json::parse(v.evidence_json);
+  const auto& perturbed = e["captures"][0]["perturbed"];
+  ASSERT_FALSE(perturbed.empty()) << v.evidence_json;
+  EXPECT_NE(perturbed.back()["result"].get<std::string>().find("skipped: the original faults on it"),
+            std::string::npos)
+      << v.evidence_json;
+  EXPECT_TRUE(e.contains("context_lost_after")) << v.evidence_json;
 }
