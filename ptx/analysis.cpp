@@ -504,26 +504,6 @@ private:
     return it->second;
   }
 
-  // Registers named by an operand (the elements of vectors and pairs, address bases).
-  template <class F> static void for_each_reg(const Operand& o, F&& fn) {
-    switch (o.kind) {
-    case Operand::Kind::reg:
-      fn(o.name);
-      break;
-    case Operand::Kind::address:
-      if (o.base_is_reg) fn(o.name);
-      for (const auto& e : o.elems) for_each_reg(e, fn);
-      break;
-    case Operand::Kind::vector:
-    case Operand::Kind::pair:
-    case Operand::Kind::list:
-      for (const auto& e : o.elems) for_each_reg(e, fn);
-      break;
-    default:
-      break;
-    }
-  }
-
   // Parameter loads `ld.param [name+off]` become sources; parameters named otherwise are
   // address-taken.
   void collect_sources() {
@@ -540,7 +520,7 @@ private:
           uint32_t size = type_size(inst->last_type());
           const auto& dest = inst->operands[0];
           std::vector<std::string_view> regs;
-          for_each_reg(dest, [&](std::string_view r) { regs.push_back(r); });
+          detail::for_each_reg(dest, [&](std::string_view r) { regs.push_back(r); });
           for (size_t k = 0; k < regs.size(); ++k) {
             // Only a 64-bit integer can hold a pointer with .address_size 64.
             if (size != 8 || is_float(inst->last_type())) continue;
@@ -560,7 +540,7 @@ private:
         if (oi == 0 || (mad && oi != 3) || !derives(*inst)) continue;
         auto seed = [&](std::string_view name) {
           if (auto src = variable_source(name)) {
-            for_each_reg(inst->operands[0],
+            detail::for_each_reg(inst->operands[0],
                          [&](std::string_view r) { m_seeds.emplace_back(r, *src); });
           }
         };
@@ -586,7 +566,7 @@ private:
         if (!inst || !derives(*inst)) continue;
         std::fill(acc.begin(), acc.end(), 0);
         auto sources_from = [&](const Operand& o) {
-          for_each_reg(o, [&](std::string_view r) { merge(acc, m_taint[reg_id(r)]); });
+          detail::for_each_reg(o, [&](std::string_view r) { merge(acc, m_taint[reg_id(r)]); });
         };
         if ((inst->op == Opcode::mad || inst->op == Opcode::mad24) && inst->operands.size() == 4) {
           sources_from(inst->operands[3]); // a*b is an offset; c may be a pointer
@@ -595,7 +575,7 @@ private:
         }
         bool any = std::any_of(acc.begin(), acc.end(), [](uint64_t w) { return w != 0; });
         if (!any) continue;
-        for_each_reg(inst->operands[0], [&](std::string_view r) {
+        detail::for_each_reg(inst->operands[0], [&](std::string_view r) {
           if (merge(m_taint[reg_id(r)], acc)) changed = true;
         });
       }
@@ -750,12 +730,13 @@ private:
               });
             }
           }
-          for (const auto& e : o.elems) for_each_reg(e, [&](std::string_view r) { escape_reg(r); });
+          for (const auto& e : o.elems)
+            detail::for_each_reg(e, [&](std::string_view r) { escape_reg(r); });
           continue;
         }
         bool is_dest = i == 0 && !has_no_destination(*inst);
         if (stores_value && !is_dest) {
-          for_each_reg(o, [&](std::string_view r) { escape_reg(r); });
+          detail::for_each_reg(o, [&](std::string_view r) { escape_reg(r); });
         }
       }
     }

@@ -18,4 +18,25 @@ bool is_special_register(std::string_view name);
 // The instruction as one line for messages: `st.global.f32 [%rd4], %f2;`.
 std::string instruction_text(const Instruction& inst);
 
+// Calls `fn` with each register an operand names: itself, an address's base, the elements of
+// vectors, pairs and lists.
+template <class F> void for_each_reg(const Operand& o, F&& fn) {
+  switch (o.kind) {
+  case Operand::Kind::reg:
+    fn(o.name);
+    break;
+  case Operand::Kind::address:
+    if (o.base_is_reg) fn(o.name);
+    for (const auto& e : o.elems) for_each_reg(e, fn);
+    break;
+  case Operand::Kind::vector:
+  case Operand::Kind::pair:
+  case Operand::Kind::list:
+    for (const auto& e : o.elems) for_each_reg(e, fn);
+    break;
+  default:
+    break;
+  }
+}
+
 } // namespace hone::ptx::detail

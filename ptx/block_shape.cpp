@@ -12,32 +12,11 @@ namespace hone::ptx {
 
 namespace {
 
-// Every register name an operand mentions (address bases and vector elements included).
-void registers_of(const Operand& o, std::vector<std::string_view>& out) {
-  switch (o.kind) {
-  case Operand::Kind::reg:
-    out.push_back(o.name);
-    break;
-  case Operand::Kind::address:
-    if (o.base_is_reg) out.push_back(o.name);
-    for (const auto& e : o.elems) registers_of(e, out);
-    break;
-  case Operand::Kind::vector:
-  case Operand::Kind::pair:
-  case Operand::Kind::list:
-    for (const auto& e : o.elems) registers_of(e, out);
-    break;
-  default:
-    break;
-  }
-}
-
 struct Use {
   const Instruction* at = nullptr;
   size_t operand = 0;
 };
 
-// Why the results of `f` (an entry) may depend on its block size, or nullopt when they cannot.
 } // namespace
 
 std::optional<std::string> block_size_dependence(const Function& f) {
@@ -83,17 +62,15 @@ std::optional<std::string> block_size_dependence(const Function& f) {
     }
     if (in->has_mod("shared")) return "it uses shared memory";
     for (size_t i = 0; i < in->operands.size(); ++i) {
-      std::vector<std::string_view> regs;
-      registers_of(in->operands[i], regs);
       const bool dest = i == 0 && !detail::has_no_destination(*in) &&
                         in->operands[i].kind != Operand::Kind::address;
-      for (auto r : regs) {
+      detail::for_each_reg(in->operands[i], [&](std::string_view r) {
         if (dest) {
           ++defs[r];
         } else {
           uses[r].push_back({in, i});
         }
-      }
+      });
     }
     if (in->guard.size()) uses[in->guard].push_back({in, size_t(-1)});
   }
@@ -126,24 +103,9 @@ std::optional<std::string> block_size_dependence(const Function& f) {
     }
     return in.operands[i].name;
   };
-  auto is_lo_int = [](const Instruction& in) {
-    return in.has_mod("lo") && (in.has_mod("s32") || in.has_mod("u32")) && in.guard.empty();
-  };
-  auto is_add32 = [](const Instruction& in) {
-    return in.op == Opcode::add && (in.has_mod("s32") || in.has_mod("u32")) && in.guard.empty() &&
-           !in.has_mod("sat") && !in.has_mod("cc");
-  };
   // Each register holding %tid.x must be the addend of a linear index whose product is
   // %ctaid.x * %ntid.x; each %ctaid.x and %ntid.x register must be a factor of one.
   std::set<const Instruction*> linear; // the instructions that compute a linear index
-  auto defining = [&](std::string_view reg) -> const Instruction* {
-    const Instruction* def = nullptr;
-    for (const auto& st : f.body) {
-      const auto* d = std::get_if<Instruction>(&st.item);
-      if (d && !detail::has_no_destination(*d) && operand_reg(*d, 0) == reg) def = d;
-    }
-    return def;
-  };
   auto factors_are_block_and_size = [&](const Instruction& m) {
     auto a = sreg_of.find(operand_reg(m, 1));
     auto b = sreg_of.find(operand_reg(m, 2));
@@ -151,36 +113,46 @@ std::optional<std::string> block_size_dependence(const Function& f) {
            std::set<std::string_view>{a->second, b->second} ==
                std::set<std::string_view>{"%ctaid.x", "%ntid.x"};
   };
-  auto is_wide32 = [](const Instruction& in) {
-    return in.has_mod("wide") && (in.has_mod("u32") || in.has_mod("s32")) && in.guard.empty();
-  };
-  // The 64-bit form nvcc gives `int64_t(blockDim.x) * blockIdx.x + threadIdx.x` (llama.cpp's
-  // element-wise kernels): %tid.x widened by `cvt.u64.u32` into a register used once, as the
-  // addend of `mad.wide.u32 ctaid, ntid` or of `add.s64` with `mul.wide.u32 ctaid, ntid`. The
-  // product is exact in 64 bits, so the index is the same for any grouping of the same threads.
-  auto widened_linear_index = [&](const Instruction& cvt, size_t operand) {
-    if (cvt.op != Opcode::cvt || operand != 1 || !cvt.guard.empty() ||
-        !((cvt.has_mod("u64") && cvt.has_mod("u32")) || (cvt.has_mod("s64") && cvt.has_mod("s32"))))
-      return false;
-    std::string_view wide = operand_reg(cvt, 0);
-    const Use* wu = wide.empty() ? nullptr : only_use(wide);
-    if (!wu) return false;
-    const Instruction& in = *wu->at;
-    if (in.op == Opcode::mad && is_wide32(in) && wu->operand == 3 &&
+  // Does `in`, reading the index register as its `operand`, add it to %ctaid.x * %ntid.x? In
+  // 32 bits: `mad.lo` (the index its addend), or `add` with a `mul.lo` used only there. With
+  // `wide`, the 64-bit form nvcc gives `int64_t(blockDim.x) * blockIdx.x + threadIdx.x`
+  // (llama.cpp's element-wise kernels): `mad.wide.u32`, or `add.s64` with `mul.wide.u32`. The
+  // 64-bit product is exact, so the index is the same for any grouping of the same threads.
+  auto adds_to_block_offset = [&](const Instruction& in, size_t operand, bool wide) {
+    auto product_form = [&](const Instruction& m) {
+      return m.has_mod(wide ? "wide" : "lo") && (m.has_mod("s32") || m.has_mod("u32")) &&
+             m.guard.empty();
+    };
+    if (in.op == Opcode::mad && operand == 3 && product_form(in) &&
         factors_are_block_and_size(in)) {
       linear.insert(&in);
       return true;
     }
-    const bool add64 = in.op == Opcode::add && (in.has_mod("s64") || in.has_mod("u64")) &&
-                       in.guard.empty() && !in.has_mod("cc");
-    if (!add64 || (wu->operand != 1 && wu->operand != 2)) return false;
-    std::string_view product = operand_reg(in, wu->operand == 1 ? 2 : 1);
-    const Instruction* mul = product.empty() || !only_use(product) ? nullptr : defining(product);
-    if (!mul || mul->op != Opcode::mul || !is_wide32(*mul) || !factors_are_block_and_size(*mul))
+    const bool add = in.op == Opcode::add && in.guard.empty() && !in.has_mod("sat") &&
+                     !in.has_mod("cc") &&
+                     (wide ? in.has_mod("s64") || in.has_mod("u64")
+                           : in.has_mod("s32") || in.has_mod("u32"));
+    if (!add || (operand != 1 && operand != 2)) return false;
+    std::string_view product = operand_reg(in, operand == 1 ? 2 : 1);
+    if (product.empty() || !only_use(product)) return false;
+    const Instruction* mul = nullptr; // its one definition
+    for (const auto& st : f.body) {
+      const auto* d = std::get_if<Instruction>(&st.item);
+      if (d && !detail::has_no_destination(*d) && operand_reg(*d, 0) == product) mul = d;
+    }
+    if (!mul || mul->op != Opcode::mul || !product_form(*mul) || !factors_are_block_and_size(*mul))
       return false;
     linear.insert(&in);
     linear.insert(mul);
     return true;
+  };
+  // %tid.x widened to 64 bits (`cvt.u64.u32` into a register used once) for the `wide` forms.
+  auto widened = [&](const Instruction& cvt, size_t operand) -> const Use* {
+    const bool widens = (cvt.has_mod("u64") && cvt.has_mod("u32")) ||
+                        (cvt.has_mod("s64") && cvt.has_mod("s32"));
+    if (cvt.op != Opcode::cvt || operand != 1 || !cvt.guard.empty() || !widens) return nullptr;
+    std::string_view wide = operand_reg(cvt, 0);
+    return wide.empty() ? nullptr : only_use(wide);
   };
   for (const auto& [reg, sreg] : sreg_of) {
     const Use* u = only_use(reg);
@@ -188,42 +160,14 @@ std::optional<std::string> block_size_dependence(const Function& f) {
       return "the register holding " + std::string(sreg) +
              " is used more than once or written more than once";
     }
-    const Instruction& in = *u->at;
-    if (sreg == "%tid.x") {
-      if (in.op == Opcode::mad && is_lo_int(in) && u->operand == 3) {
-        auto a = sreg_of.find(operand_reg(in, 1));
-        auto b = sreg_of.find(operand_reg(in, 2));
-        if (a != sreg_of.end() && b != sreg_of.end() &&
-            std::set<std::string_view>{a->second, b->second} ==
-                std::set<std::string_view>{"%ctaid.x", "%ntid.x"}) {
-          linear.insert(&in);
-          continue;
-        }
-      } else if (is_add32(in) && (u->operand == 1 || u->operand == 2)) {
-        std::string_view product = operand_reg(in, u->operand == 1 ? 2 : 1);
-        const Use* pu = product.empty() ? nullptr : only_use(product);
-        // the product's defining instruction
-        const Instruction* mul = nullptr;
-        for (const auto& st : f.body) {
-          const auto* d = std::get_if<Instruction>(&st.item);
-          if (d && d->op == Opcode::mul && is_lo_int(*d) && operand_reg(*d, 0) == product) mul = d;
-        }
-        if (pu && mul) {
-          auto a = sreg_of.find(operand_reg(*mul, 1));
-          auto b = sreg_of.find(operand_reg(*mul, 2));
-          if (a != sreg_of.end() && b != sreg_of.end() &&
-              std::set<std::string_view>{a->second, b->second} ==
-                  std::set<std::string_view>{"%ctaid.x", "%ntid.x"}) {
-            linear.insert(&in);
-            linear.insert(mul);
-            continue;
-          }
-        }
-      }
-      if (widened_linear_index(in, u->operand)) continue;
-      return "%tid.x is used other than in the thread's linear index "
-             "(%ctaid.x * %ntid.x + %tid.x)";
+    if (sreg != "%tid.x") continue;
+    if (adds_to_block_offset(*u->at, u->operand, false)) continue;
+    if (const Use* w = widened(*u->at, u->operand);
+        w && adds_to_block_offset(*w->at, w->operand, true)) {
+      continue;
     }
+    return "%tid.x is used other than in the thread's linear index "
+           "(%ctaid.x * %ntid.x + %tid.x)";
   }
   // %ctaid.x and %ntid.x: only as the factors of those products.
   for (const auto& [reg, sreg] : sreg_of) {

@@ -846,9 +846,12 @@ TEST(LaunchShape, ProvesOnlyKernelsWhoseWorkFollowsTheLinearIndex) {
   EXPECT_TRUE(refusal(ptx_text, "strided"));
   // The index widened to 64 bits (cvt.u64.u32 of %tid.x, mul.wide.u32, add.s64), with
   // griddepcontrol around it: the same work per linear index.
-  std::string wide_ptx = ptx_text;
-  EXPECT_NE(wide_ptx.find("mul.wide.u32"), std::string::npos);
-  EXPECT_NE(wide_ptx.find("griddepcontrol.wait"), std::string::npos);
+  const size_t at = ptx_text.find(".entry wide_pdl");
+  ASSERT_NE(at, std::string::npos);
+  const std::string wide_pdl = ptx_text.substr(at, ptx_text.find(".entry", at + 1) - at);
+  EXPECT_NE(wide_pdl.find("mul.wide.u32"), std::string::npos) << wide_pdl;
+  EXPECT_NE(wide_pdl.find("cvt.u64.u32"), std::string::npos) << wide_pdl;
+  EXPECT_NE(wide_pdl.find("griddepcontrol.wait"), std::string::npos) << wide_pdl;
   EXPECT_EQ(refusal(ptx_text, "wide_pdl"), std::nullopt);
   auto lane = refusal(ptx_text, "wide_and_lane");
   ASSERT_TRUE(lane);
