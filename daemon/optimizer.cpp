@@ -8,9 +8,6 @@
 
 #include <spdlog/spdlog.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include <algorithm>
 #include <set>
 #include <cstring>
@@ -402,11 +399,13 @@ bool Optimizer::prerequisites(JobEntry& job) {
   // application between two runs) the job waits for the next, up to k_wait_for_process_factor
   // deadlines.
   const int64_t now = now_s();
-  if (!job.waited_until) job.waited_until = job.created;
-  if (process_with(job.kernel)) job.waited_with_process += std::max<int64_t>(0, now - job.waited_until);
+  if (!job.waiting_since) job.waiting_since = job.created;
+  if (!job.waited_until) job.waited_until = job.waiting_since;
+  if (process_with(job.kernel))
+    job.waited_with_process += std::max<int64_t>(0, now - job.waited_until);
   job.waited_until = now;
   const int64_t deadline = int64_t(m_config.capture.timeout_s);
-  const bool no_process_long = now - job.created >= k_wait_for_process_factor * deadline;
+  const bool no_process_long = now - job.waiting_since >= k_wait_for_process_factor * deadline;
   int64_t waited = no_process_long ? deadline : job.waited_with_process;
   if (!w.has_image() || w.captures.size() < m_config.capture.captures_per_kernel) {
     // A process that refused the captures said why (over capture.max_mb, a graph it cannot
@@ -427,7 +426,7 @@ bool Optimizer::prerequisites(JobEntry& job) {
                       ? "the process refused to capture the kernel's launches: " + refused
                   : no_process_long && job.waited_with_process < deadline
                       ? "no launch of the kernel was captured: no process ran it for " +
-                            std::to_string(now - job.created - job.waited_with_process) +
+                            std::to_string(now - job.waiting_since - job.waited_with_process) +
                             " s after the job was made"
                       : "no launch of the kernel was captured within " +
                             std::to_string(m_config.capture.timeout_s) +
@@ -535,7 +534,7 @@ bool Optimizer::retry_whole(JobEntry& job, const Verdict& v) {
   }
   job.retried_whole = true;
   job.state = JobState::waiting;
-  job.created = now_s();
+  job.waiting_since = now_s();
   job.waited_with_process = 0;
   job.waited_until = 0;
   (void)m_workers->job_seconds(job.id);
@@ -1231,8 +1230,7 @@ bool Optimizer::share_ranges(CaptureEntry& e, uint64_t& shared_bytes) {
   for (auto [off, size] : apart) {
     rest.append(*bytes, at, off - at);
     std::string_view range(bytes->data() + off, size);
-    XXH128_hash_t h = XXH3_128bits(range.data(), range.size());
-    std::string key(reinterpret_cast<const char*>(&h), sizeof h);
+    const ImageHash key = ImageHash::of(range.data(), range.size()); // 128-bit xxh3
     std::shared_ptr<const std::string> blob;
     auto it = m_shared_ranges.find(key);
     if (it != m_shared_ranges.end()) blob = it->second.lock();

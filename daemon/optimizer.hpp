@@ -27,7 +27,6 @@
 #include <set>
 #include <string>
 #include <utility>
-#include <unordered_map>
 #include <vector>
 
 namespace hone::daemon {
@@ -141,9 +140,11 @@ private:
     std::string message;
     int64_t created = 0;
     int64_t finished = 0;
-    // Seconds it waited for its image and captures while a process ran the kernel (the capture
+    // When it started waiting for its image and captures (0: when it was created; again when
+    // retry_whole puts it back), the seconds of that wait a process ran the kernel (the capture
     // deadline counts only those: a short-lived application's next run still serves it), and
-    // when that was last counted.
+    // when they were last counted.
+    int64_t waiting_since = 0;
     int64_t waited_with_process = 0;
     int64_t waited_until = 0;
     // It ran once on a capture by bounded ranges that proved unusable, and waits for (or ran on)
@@ -290,7 +291,7 @@ private:
   // Bytes the captures refer to that another capture holds already (held once).
   uint64_t m_capture_bytes_shared = 0;
   // Shared ranges by the 128-bit hash of their bytes (held by the captures that refer to them).
-  std::unordered_map<std::string, std::weak_ptr<const std::string>> m_shared_ranges;
+  std::map<ImageHash, std::weak_ptr<const std::string>> m_shared_ranges;
   bool m_stopping = false;
 };
 

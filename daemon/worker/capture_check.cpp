@@ -613,16 +613,11 @@ std::optional<Failure> CaptureCheck::check_candidate(const OriginalRuns& origina
   // f. The candidate once more with the second poison: a byte the original writes as 0xFF looks
   // written by a candidate that leaves it alone. Its result must not depend on what the outputs
   // held before the launch.
+  // (g runs last, after the job's timing: perturbed_last().)
+  m_perturbed_pending = seed1;
   bool any_poison = false;
   for (const auto& info : m_info) any_poison = any_poison || !info.poison.empty();
-  // g runs last, after the job's timing (perturbed_last()): a perturbed copy can make the
-  // original itself fault (halved strides that index with garbage, ranges a bounded capture does
-  // not hold), a sticky fault that ends the worker's context.
-  auto step_g = [&]() -> std::optional<Failure> {
-    m_perturbed_pending = seed1;
-    return std::nullopt;
-  };
-  if (!any_poison) return step_g();
+  if (!any_poison) return std::nullopt;
   Placement::Snapshot c3;
   if (auto f = run(Who::candidate, Fill::poison_alt, seed1, c3)) return f;
   for (size_t a = 0; a < m_allocs.size(); ++a) {
@@ -639,7 +634,7 @@ std::optional<Failure> CaptureCheck::check_candidate(const OriginalRuns& origina
       return f;
     }
   }
-  return step_g();
+  return std::nullopt;
 }
 
 std::optional<Failure> CaptureCheck::perturbed_last() {

@@ -123,8 +123,6 @@ public:
   // The original's runs came from the memo in the last validate(): the job that ran them.
   std::optional<uint64_t> original_reused_from() const { return m_reused_from; }
 
-  // Whether any buffer of the capture was copied by its bounded ranges (CaptureBuffer::bounded).
-  bool bounded() const { return m_bounded; }
   // Step g, which validate() leaves for later: a perturbed copy (halved sizes, strides, offsets)
   // can make the original itself fault (reach bytes outside the ranges a bounded capture holds,
   // or index with garbage), a sticky fault that ends the worker's context. The job runs it after

@@ -140,7 +140,7 @@ private:
   std::optional<Failure> go();
   std::optional<Failure> shadow(CUfunction original);
   std::optional<Failure> validate_all(uint64_t seed1, uint64_t seed2, bool record);
-  // The perturbed copies of bounded captures, left by validation for after the timing
+  // The captures' perturbed copies, left by validation for after the timing
   // (CaptureCheck::perturbed_last).
   std::optional<Failure> perturbed_last();
   JobOutcome finish(std::optional<Failure> f);
@@ -163,7 +163,7 @@ private:
   std::vector<std::unique_ptr<CaptureCheck>> m_checks;
   size_t m_bench_capture = 0; // the capture the benchmark runs on (the first usable one)
   bool m_tolerance_used = false;
-  bool m_context_lost_after = false; // the original faulted on a perturbed bounded capture
+  bool m_context_lost_after = false; // the original faulted on a perturbed copy of a capture
 };
 
 std::optional<Failure> JobRun::go() {
