@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +35,38 @@ void check(CUresult r, const char* what) {
   std::exit(2);
 }
 
+// Launches until `seconds` pass (or `iterations` launches were made), or `stop_file` exists:
+// `launch(it)` makes launch number `it` and checks it, returning what was wrong (" (block 256):
+// out[3] = 5, want 6"), or "" when every element is right. Prints "progress <launches>" every 50
+// launches and the summary line; returns the exit code.
+int serve_loop(double seconds, long iterations, const std::string& stop_file,
+               const std::function<std::string(long)>& launch) {
+  auto start = std::chrono::steady_clock::now();
+  long launches = 0, mismatches = 0, last_mismatch = 0;
+  for (long it = 0;; ++it) {
+    if (iterations >= 0 ? it >= iterations
+                        : std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                                  .count() >= seconds) {
+      break;
+    }
+    if (!stop_file.empty() && ::access(stop_file.c_str(), F_OK) == 0) break;
+    const std::string wrong = launch(it);
+    ++launches;
+    if (!wrong.empty()) {
+      if (mismatches < 5) std::fprintf(stderr, "serve: launch %ld%s\n", launches, wrong.c_str());
+      ++mismatches;
+      last_mismatch = launches;
+    }
+    if (launches % 50 == 0) {
+      std::printf("progress %ld\n", launches);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("launches %ld mismatches %ld last_mismatch %ld\n", launches, mismatches,
+              last_mismatch);
+  return mismatches ? 1 : 0;
+}
+
 // The --relay loop: relay(out, idx, idx, data, n, far), every launch checked against the host.
 int relay_main(CUmodule mod, int n, double seconds, long iterations, const std::string& stop_file) {
   CUfunction fn;
@@ -47,15 +80,7 @@ int relay_main(CUmodule mod, int n, double seconds, long iterations, const std::
   check(cuMemAlloc(&d_data, data.size() * 4), "cuMemAlloc");
   check(cuMemcpyHtoD(d_data, data.data(), data.size() * 4), "cuMemcpyHtoD");
   std::vector<float> out(static_cast<size_t>(n));
-  auto start = std::chrono::steady_clock::now();
-  long launches = 0, mismatches = 0, last_mismatch = 0;
-  for (long it = 0;; ++it) {
-    if (iterations >= 0 ? it >= iterations
-                        : std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                                  .count() >= seconds) {
-      break;
-    }
-    if (!stop_file.empty() && ::access(stop_file.c_str(), F_OK) == 0) break;
+  return serve_loop(seconds, iterations, stop_file, [&](long) -> std::string {
     check(cuMemsetD8(d_idx, 0, size_t(n) * 4), "cuMemsetD8");
     check(cuMemsetD8(d_out, 0xab, size_t(n) * 4), "cuMemsetD8");
     void* params[] = {&d_out, &d_idx, &d_idx, &d_data, &n, &far};
@@ -64,26 +89,15 @@ int relay_main(CUmodule mod, int n, double seconds, long iterations, const std::
           "cuLaunchKernel");
     check(cuCtxSynchronize(), "cuCtxSynchronize");
     check(cuMemcpyDtoH(out.data(), d_out, size_t(n) * 4), "cuMemcpyDtoH");
-    ++launches;
     for (int i = 0; i < n; ++i) {
-      if (out[size_t(i)] != 2.0f * data[size_t(far) + size_t(i)]) {
-        if (mismatches < 5) {
-          std::fprintf(stderr, "serve: relay launch %ld: out[%d] = %g, want %g\n", launches, i,
-                       double(out[size_t(i)]), double(2.0f * data[size_t(far) + size_t(i)]));
-        }
-        ++mismatches;
-        last_mismatch = launches;
-        break;
+      const float want = 2.0f * data[size_t(far) + size_t(i)];
+      if (out[size_t(i)] != want) {
+        return " (relay): out[" + std::to_string(i) + "] = " + std::to_string(out[size_t(i)]) +
+               ", want " + std::to_string(want);
       }
     }
-    if (launches % 50 == 0) {
-      std::printf("progress %ld\n", launches);
-      std::fflush(stdout);
-    }
-  }
-  std::printf("launches %ld mismatches %ld last_mismatch %ld\n", launches, mismatches,
-              last_mismatch);
-  return mismatches ? 1 : 0;
+    return {};
+  });
 }
 
 } // namespace
@@ -137,14 +151,7 @@ int main(int argc, char** argv) {
   check(cuMemAlloc(&d_in, size_t(n) * 4), "cuMemAlloc");
   if (alias) d_out = d_in;
   else check(cuMemAlloc(&d_out, size_t(n) * 4), "cuMemAlloc");
-  auto start = std::chrono::steady_clock::now();
-  long launches = 0, mismatches = 0, last_mismatch = 0;
-  for (long it = 0;; ++it) {
-    if (iterations >= 0 ? it >= iterations
-                        : std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= seconds) {
-      break;
-    }
-    if (!stop_file.empty() && ::access(stop_file.c_str(), F_OK) == 0) break;
+  return serve_loop(seconds, iterations, stop_file, [&](long it) -> std::string {
     const long round = same_input ? 0 : it;
     for (int i = 0; i < n; ++i) in[size_t(i)] = int((round * 7919 + i * 104729) % 100003) - 50000;
     check(cuMemcpyHtoD(d_in, in.data(), size_t(n) * 4), "cuMemcpyHtoD");
@@ -155,25 +162,13 @@ int main(int argc, char** argv) {
     check(cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, nullptr, params, nullptr), "cuLaunchKernel");
     check(cuCtxSynchronize(), "cuCtxSynchronize");
     check(cuMemcpyDtoH(out.data(), d_out, size_t(n) * 4), "cuMemcpyDtoH");
-    ++launches;
     for (int i = 0; i < n; ++i) {
       int want = int(unsigned(in[size_t(i)]) * unsigned(reps));
       if (out[size_t(i)] != want) {
-        if (mismatches < 5) {
-          std::fprintf(stderr, "serve: launch %ld (block %u): out[%d] = %d, want %d\n", launches,
-                       block, i, out[size_t(i)], want);
-        }
-        ++mismatches;
-        last_mismatch = launches;
-        break;
+        return " (block " + std::to_string(block) + "): out[" + std::to_string(i) +
+               "] = " + std::to_string(out[size_t(i)]) + ", want " + std::to_string(want);
       }
     }
-    if (launches % 50 == 0) {
-      std::printf("progress %ld\n", launches);
-      std::fflush(stdout);
-    }
-  }
-  std::printf("launches %ld mismatches %ld last_mismatch %ld\n", launches, mismatches,
-              last_mismatch);
-  return mismatches ? 1 : 0;
+    return {};
+  });
 }
