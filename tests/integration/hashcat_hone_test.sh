@@ -57,7 +57,12 @@ export HONE_EMU_EXEC=${HONE_HASHCAT_EXEC:-interpret}
 # A kernel turns hot at its first launch (hashcat launches its attack kernel a handful of times
 # per crack); only the four kernels with the most device time are worked on (the attack kernel
 # ranks third, after gpu_bzero and l_markov); one capture per kernel; validation runs kept short.
+# Every strategy but rejit: it compiles the same PTX again with other JIT options, which the
+# emulated device times as the original (its four jobs per kernel were a third of this test's
+# time, all "not faster"); agent_test and runtime_loop_test judge it.
 cat >"$work/honed.toml" <<CONF
+[agent]
+strategies = ["specialize", "launch_bounds", "launch_shape", "readonly"]
 [server]
 report_interval_ms = 200
 [worker]
