@@ -103,6 +103,7 @@ struct Exec {
 
   std::atomic<uint64_t> replays{0};
   std::atomic<uint64_t> next_sample{0};
+  uint64_t capture_turns = 0; // replays captured: which of a kernel's nodes is captured next
   std::atomic<uint64_t> generation{0}; // g_swap_generation it was reconciled at
   Timing* timing = new Timing;
 };
@@ -630,41 +631,72 @@ bool capture_due_at(const Node& n) {
   return !n.record->capture_shadow.load(std::memory_order_acquire) || n.current != n.original;
 }
 
-// One replay of `e` with a kernel node's shadow inputs captured: an instrumented clone of the
-// graph (the executable graph's current node parameters, device-to-host copies of the captured
-// node's buffers right before it, and after it when outputs are asked for, ahead of everything
-// that depends on it) is launched in the replay's place, then discarded. The captured node runs
-// the original, except for a shadow check's capture: then it runs what it serves now (the
-// variant), and the copies after it are the variant's outputs, which the worker compares with the
-// original's on the same inputs (as shadowed() in hooks_launch.cpp does for a direct launch).
-// False when no capture is due here: the caller replays as usual.
+// At most this many kernels captured in one replay: each adds a bounds probe (a synchronized
+// launch) and its copies to the replay the application waits for.
+constexpr size_t k_captures_per_replay = 8;
+
+// One replay of `e` with the shadow inputs of the kernel nodes whose captures are due captured:
+// an instrumented clone of the graph (the executable graph's current node parameters,
+// device-to-host copies of each captured node's buffers right before it, and after it when
+// outputs are asked for, ahead of everything that depends on it) is launched in the replay's
+// place, then discarded. Each kernel is captured at one of its nodes (taking turns between the
+// nodes that run it, replay by replay), up to k_captures_per_replay kernels at once, so that an
+// application that replays its graph a few times still gives every hot kernel in it a capture.
+// A captured node runs the original, except for a shadow check's capture: then it runs what it
+// serves now (the variant), and the copies after it are the variant's outputs, which the worker
+// compares with the original's on the same inputs (as shadowed() in hooks_launch.cpp does for a
+// direct launch). False when no capture is due here: the caller replays as usual.
 bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_out) {
   std::lock_guard lock(e->mutex);
-  Node* target = nullptr;
+  // The nodes whose kernel asks for a capture, by kernel, in node order.
+  std::vector<std::pair<KernelRecord*, std::vector<Node*>>> due;
   for (Node& n : e->nodes) {
-    if (capture_due_at(n)) {
-      target = &n;
-      break;
+    if (!capture_due_at(n)) continue;
+    auto it = std::find_if(due.begin(), due.end(), [&](const auto& d) { return d.first == n.record; });
+    if (it != due.end()) {
+      it->second.push_back(&n);
+    } else if (due.size() < k_captures_per_replay) {
+      due.push_back({n.record, {&n}});
     }
   }
-  if (!target) return false;
-  // Read before the claim, as the launch path does: the request a claimed launch serves is the
-  // one the reporter installed with its shadow flag first.
-  const bool shadow = target->record->capture_shadow.load(std::memory_order_acquire);
+  if (due.empty()) return false;
+  const uint64_t turn = e->capture_turns++;
+
+  struct Target {
+    Node* node = nullptr;
+    KernelRecord* record = nullptr;
+    bool shadow = false;
+    CaptureRequestInfo req;
+    CapturePlan plan;
+    bool planned = false;
+    CUgraphNode in_clone = nullptr;
+    CUgraph where = nullptr; // the graph (the clone, or a child graph in it) its copies go into
+  };
+  std::vector<Target> targets;
+  targets.reserve(due.size());
   CaptureInFlight in_flight;
-  CaptureRequestInfo req;
-  KernelRecord* r = target->record;
-  if (!capture_claim(r, &req)) return false;
   RelaxedCaptureMode relaxed;
-  if (e->untouchable || !e->copy_why.empty() || target->depth > 1) {
-    std::string why = target->depth > 1 ? "the kernel runs in a child graph of a child graph"
-                      : e->copy_why.empty() ? "the graph is observed only"
-                                            : e->copy_why;
-    capture_refuse(r, req.request, CaptureStatus::unsupported,
-                   "the kernel is replayed in a CUDA graph whose launch the shim cannot copy: " +
-                       why);
-    return false;
+  for (auto& [record, nodes] : due) {
+    Target t;
+    t.node = nodes[turn % nodes.size()];
+    t.record = record;
+    // Read before the claim, as the launch path does: the request a claimed launch serves is the
+    // one the reporter installed with its shadow flag first.
+    t.shadow = record->capture_shadow.load(std::memory_order_acquire);
+    if (!capture_claim(record, &t.req)) continue;
+    if (e->untouchable || !e->copy_why.empty() || t.node->depth > 1) {
+      std::string why = t.node->depth > 1 ? "the kernel runs in a child graph of a child graph"
+                        : e->copy_why.empty() ? "the graph is observed only"
+                                              : e->copy_why;
+      capture_refuse(record, t.req.request, CaptureStatus::unsupported,
+                     "the kernel is replayed in a CUDA graph whose launch the shim cannot copy: " +
+                         why);
+      continue;
+    }
+    targets.push_back(std::move(t));
   }
+  if (targets.empty()) return false;
+
   using Clone = CUresult (*)(CUgraph*, CUgraph);
   using Find = CUresult (*)(CUgraphNode*, CUgraphNode, CUgraph);
   using SetParams = CUresult (*)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*);
@@ -676,6 +708,7 @@ bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_ou
   using Launch = CUresult (*)(CUgraphExec, CUstream);
   using ExecDestroy = CUresult (*)(CUgraphExec);
   using Destroy = CUresult (*)(CUgraph);
+  using GetChildGraph = CUresult (*)(CUgraphNode, CUgraph*);
   auto clone_graph = real_fn<Clone>(Fn::cuGraphClone);
   auto find = real_fn<Find>(Fn::cuGraphNodeFindInClone);
   auto set_params = real_fn<SetParams>(Fn::cuGraphKernelNodeSetParams_v2);
@@ -687,35 +720,38 @@ bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_ou
   auto launch = real_fn<Launch>(per_thread ? Fn::cuGraphLaunch_ptsz : Fn::cuGraphLaunch);
   auto exec_destroy = real_fn<ExecDestroy>(Fn::cuGraphExecDestroy);
   auto destroy = real_fn<Destroy>(Fn::cuGraphDestroy);
+  auto get_child = real_fn<GetChildGraph>(Fn::cuGraphChildGraphNodeGetGraph);
   if (!clone_graph || !find || !set_params || !dependencies || !dependents || !add_copy ||
-      !add_edges || !instantiate || !launch || !exec_destroy || !destroy) {
-    capture_refuse(r, req.request, CaptureStatus::failed,
-                   "the driver lacks a graph function capture needs");
+      !add_edges || !instantiate || !launch || !exec_destroy || !destroy || !get_child) {
+    for (Target& t : targets) {
+      capture_refuse(t.record, t.req.request, CaptureStatus::failed,
+                     "the driver lacks a graph function capture needs");
+    }
     return false;
   }
-  LaunchArgs a = target->launch_args();
-  a.stream = stream;
-  a.per_thread = per_thread;
-  // What the captured node runs in the clone; the variant's parameters are laid out as the
-  // original's (validation refused any other layout).
-  void* const runs = shadow ? target->current : target->original;
-  CapturePlan plan;
-  if (!capture_plan(r, runs, a, req, plan)) return false;
+  // Each capture's plan: its buffers (bounded by a probe of the node's launch, or whole), and
+  // pinned memory for them. A refused plan is reported by capture_plan; the others go on.
+  for (Target& t : targets) {
+    LaunchArgs a = t.node->launch_args();
+    a.stream = stream;
+    a.per_thread = per_thread;
+    // What the captured node runs in the clone; the variant's parameters are laid out as the
+    // original's (validation refused any other layout).
+    void* const runs = t.shadow ? t.node->current : t.node->original;
+    t.planned = capture_plan(t.record, runs, a, t.req, t.plan);
+  }
+  std::erase_if(targets, [](const Target& t) { return !t.planned; });
+  if (targets.empty()) return false;
 
   CUgraph clone = nullptr;
   CUgraphExec clone_exec = nullptr;
   auto fail = [&](const char* why) {
     if (clone_exec) exec_destroy(clone_exec);
     if (clone) destroy(clone);
-    capture_abandon(r, plan, why);
+    for (Target& t : targets) capture_abandon(t.record, t.plan, why);
     return false;
   };
   if (clone_graph(&clone, e->source) != CUDA_SUCCESS) return fail("cloning the graph failed");
-  using GetChildGraph = CUresult (*)(CUgraphNode, CUgraph*);
-  auto get_child = real_fn<GetChildGraph>(Fn::cuGraphChildGraphNodeGetGraph);
-  if (!get_child) return fail("the driver lacks a graph function capture needs");
-  CUgraphNode tc = nullptr;
-  CUgraph where = clone; // the graph (the clone, or a child graph in it) the copies go into
   for (Node& n : e->nodes) {
     if (n.depth > 1 || !n.record) continue;
     CUgraph in = clone;
@@ -731,56 +767,63 @@ bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_ou
     } else if (find(&cn, n.source, clone) != CUDA_SUCCESS) {
       return fail("a node is missing from the clone");
     }
-    // The captured node runs the original with the application's shape, or (a shadow check)
-    // what it runs now; every other node what it runs now.
+    // A captured node runs the original with the application's shape, or (a shadow check) what
+    // it runs now; every other node what it runs now.
+    auto t = std::find_if(targets.begin(), targets.end(), [&](const Target& t) { return t.node == &n; });
     CUDA_KERNEL_NODE_PARAMS p =
-        &n == target && !shadow ? n.params(n.original) : n.params_now();
+        t != targets.end() && !t->shadow ? n.params(n.original) : n.params_now();
     if (set_params(cn, &p) != CUDA_SUCCESS) return fail("setting a cloned node's parameters failed");
-    if (&n == target) {
-      tc = cn;
-      where = in;
+    if (t != targets.end()) {
+      t->in_clone = cn;
+      t->where = in;
     }
   }
-  auto edges = [&](Edges f, std::vector<CUgraphNode>& out) {
-    size_t count = 0;
-    if (f(tc, nullptr, &count) != CUDA_SUCCESS) return false;
-    out.resize(count);
-    if (count && f(tc, out.data(), &count) != CUDA_SUCCESS) return false;
-    out.resize(count);
-    return true;
-  };
-  std::vector<CUgraphNode> before, after;
-  if (!edges(dependencies, before) || !edges(dependents, after)) {
-    return fail("the captured node's edges could not be read");
-  }
-  auto copy_node = [&](uint64_t base, size_t size, uint64_t offset, const CUgraphNode* deps,
-                       size_t ndeps, CUgraphNode* out) {
-    CUDA_MEMCPY3D m{};
-    m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    m.srcDevice = base;
-    m.dstMemoryType = CU_MEMORYTYPE_HOST;
-    m.dstHost = static_cast<char*>(plan.host) + offset;
-    m.WidthInBytes = size;
-    m.Height = 1;
-    m.Depth = 1;
-    return add_copy(out, where, deps, ndeps, &m, static_cast<CUcontext>(e->context)) ==
-           CUDA_SUCCESS;
-  };
-  for (const auto& [base, size] : plan.allocations) {
-    if (!size) continue;
-    CUgraphNode cn = nullptr;
-    if (!copy_node(base, size, plan.offset_of[base], before.data(), before.size(), &cn) ||
-        add_edges(where, &cn, &tc, 1) != CUDA_SUCCESS) {
-      return fail("adding the copies before the node failed");
+  for (Target& t : targets) {
+    CUgraphNode tc = t.in_clone;
+    auto edges = [&](Edges f, std::vector<CUgraphNode>& out) {
+      size_t count = 0;
+      if (f(tc, nullptr, &count) != CUDA_SUCCESS) return false;
+      out.resize(count);
+      if (count && f(tc, out.data(), &count) != CUDA_SUCCESS) return false;
+      out.resize(count);
+      return true;
+    };
+    // Read now, after the copies of the targets before it were added: its copies before it then
+    // also follow the copies after a target it depends on, which only orders copies.
+    std::vector<CUgraphNode> before, after;
+    if (!tc || !edges(dependencies, before) || !edges(dependents, after)) {
+      return fail("the captured node's edges could not be read");
     }
-    if (!plan.outputs) continue;
-    CUgraphNode an = nullptr;
-    if (!copy_node(base, size, plan.before_bytes + plan.offset_of[base], &tc, 1, &an)) {
-      return fail("adding the copies after the node failed");
-    }
-    for (CUgraphNode d : after) {
-      if (add_edges(where, &an, &d, 1) != CUDA_SUCCESS) {
-        return fail("ordering the copies after the node failed");
+    CapturePlan& plan = t.plan;
+    auto copy_node = [&](uint64_t base, size_t size, uint64_t offset, const CUgraphNode* deps,
+                         size_t ndeps, CUgraphNode* out) {
+      CUDA_MEMCPY3D m{};
+      m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+      m.srcDevice = base;
+      m.dstMemoryType = CU_MEMORYTYPE_HOST;
+      m.dstHost = static_cast<char*>(plan.host) + offset;
+      m.WidthInBytes = size;
+      m.Height = 1;
+      m.Depth = 1;
+      return add_copy(out, t.where, deps, ndeps, &m, static_cast<CUcontext>(e->context)) ==
+             CUDA_SUCCESS;
+    };
+    for (const auto& [base, size] : plan.allocations) {
+      if (!size) continue;
+      CUgraphNode cn = nullptr;
+      if (!copy_node(base, size, plan.offset_of[base], before.data(), before.size(), &cn) ||
+          add_edges(t.where, &cn, &tc, 1) != CUDA_SUCCESS) {
+        return fail("adding the copies before the node failed");
+      }
+      if (!plan.outputs) continue;
+      CUgraphNode an = nullptr;
+      if (!copy_node(base, size, plan.before_bytes + plan.offset_of[base], &tc, 1, &an)) {
+        return fail("adding the copies after the node failed");
+      }
+      for (CUgraphNode d : after) {
+        if (add_edges(t.where, &an, &d, 1) != CUDA_SUCCESS) {
+          return fail("ordering the copies after the node failed");
+        }
       }
     }
   }
@@ -792,7 +835,13 @@ bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_ou
   // An executable graph destroyed while it runs is freed when it completes.
   exec_destroy(clone_exec);
   destroy(clone);
-  capture_finish(r, plan, stream, per_thread, true, res);
+  if (res == CUDA_SUCCESS && targets.size() > 1) {
+    std::string names;
+    for (const Target& t : targets) names += (names.empty() ? "" : ", ") + t.record->key.entry;
+    log(Level::info, "captured %zu kernels in one replay of a CUDA graph: %s", targets.size(),
+        names.c_str());
+  }
+  for (Target& t : targets) capture_finish(t.record, t.plan, stream, per_thread, true, res);
   if (res != CUDA_SUCCESS) return false; // the replay itself then runs as the application made it
   *res_out = res;
   return true;

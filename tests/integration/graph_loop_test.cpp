@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -218,6 +219,53 @@ INSTANTIATE_TEST_SUITE_P(
                       GraphCase{"llama", {"--mode", "llama"}, true},
                       GraphCase{"explicit", {"--mode", "explicit"}}),
     [](const ::testing::TestParamInfo<GraphCase>& i) { return std::string(i.param.name); });
+
+// A step of several kernels (--chain: stage, bucket, stage, as a model's layer runs them) whose
+// kernels turn hot together: one instrumented replay captures each kernel that asks, not one
+// kernel per replay, so that an application replaying its graph a few times still gives all of
+// its hot kernels their captures. Both kernels' jobs are judged on those captures, and the
+// program's replays stay right.
+TEST(GraphApp, OneReplayCapturesEveryKernelOfTheGraphThatAsks) {
+  std::ostringstream cfg;
+  cfg << "[server]\nreport_interval_ms = 200\n"
+      << "[worker]\ndriver = \"" << HONE_EMU_LIBRARY_DIR << "/libcuda.so.1\"\n"
+      << "[optimizer]\nenabled = true\nhot_min_launches = 20\nhot_top = 2\ngpu_share = 1.0\n"
+      << "[agent]\nstrategies = [\"specialize\"]\n"
+      << "[capture]\ncaptures_per_kernel = 1\ntimeout_s = 60\n"
+      << "[validation]\nwarmup = 0\nruns = 3\nmin_runs = 3\njob_timeout_s = 120\n";
+  auto d = start_daemon(cfg.str());
+  ASSERT_TRUE(d);
+  AppOptions o = graph_app(d->socket(), {"--mode", "llama", "--chain", "--seconds", "300", "--n",
+                                         "4096", "--rounds", "2"});
+  BackgroundApp a(o);
+  Ctl ctl(d->socket());
+  // Both kernels judged: a finished job with captures each.
+  std::map<std::string, json> judged;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        for (const auto& j : ctl.request({{"cmd", "jobs"}})["result"].value("jobs", json::array())) {
+          if (j.value("state", "") == "done" && j.value("captures_used", 0) > 0)
+            judged[j.value("kernel", "")] = j;
+        }
+        return judged.size() >= 2;
+      },
+      240s))
+      << ctl.request({{"cmd", "jobs"}}).dump(2) << d->log();
+  for (const auto& [kernel, j] : judged) {
+    EXPECT_NE(j.value("verdict", ""), "internal error") << j.dump(2);
+    std::printf("%s: %s on %d capture(s)\n", kernel.c_str(), j.value("verdict", "").c_str(),
+                j.value("captures_used", 0));
+  }
+  RunResult r = a.finish();
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("mismatches 0"), std::string::npos) << r.out << r.err;
+  // The shim says when one replay took several captures, and which.
+  std::smatch m;
+  const std::regex line("captured 2 kernels in one replay of a CUDA graph: ([^\n]*)");
+  ASSERT_TRUE(std::regex_search(r.err, m, line)) << r.err;
+  EXPECT_NE(m[1].str().find("bucket"), std::string::npos) << m[0];
+  EXPECT_NE(m[1].str().find("stage"), std::string::npos) << m[0];
+}
 
 // A graph the shim cannot copy safely (it allocates and frees memory: a copy instantiated beside
 // it could not be) is observed only: counted and timed, its kernel's capture refused with the
