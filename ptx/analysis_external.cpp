@@ -100,36 +100,9 @@ struct Origin {
   uint32_t stmt = 0;
 };
 
-// Registers named by an operand (the elements of vectors, pairs and lists, address bases).
+// Registers and expression identifiers named by an operand.
 template <class F> void for_each_reg(const Operand& o, F&& fn) {
-  switch (o.kind) {
-  case Operand::Kind::reg:
-    fn(o.name);
-    break;
-  case Operand::Kind::address:
-    if (o.base_is_reg) fn(o.name);
-    for (const auto& e : o.elems) for_each_reg(e, fn);
-    break;
-  case Operand::Kind::vector:
-  case Operand::Kind::pair:
-  case Operand::Kind::list:
-    for (const auto& e : o.elems) for_each_reg(e, fn);
-    break;
-  case Operand::Kind::expr:
-    for (size_t i = 0; i < o.name.size();) {
-      if (is_ident_start(o.name[i])) {
-        size_t j = i + 1;
-        while (j < o.name.size() && is_ident_char(o.name[j])) ++j;
-        fn(o.name.substr(i, j - i));
-        i = j;
-      } else {
-        ++i;
-      }
-    }
-    break;
-  default:
-    break;
-  }
+  detail::for_each_reg<true>(o, fn);
 }
 
 template <class F> void for_each_identifier(std::string_view text, F&& fn) {
