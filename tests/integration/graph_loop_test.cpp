@@ -9,9 +9,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -320,19 +317,8 @@ namespace {
 
 // Submit a CUDA candidate for bucket<unsigned>, entry `entry`; the job id, or 0 with a failure.
 uint64_t submit_bucket(Ctl& ctl, const std::string& code, const std::string& entry) {
-  int fd = ::memfd_create("candidate", MFD_CLOEXEC);
-  if (fd < 0 || ::write(fd, code.data(), code.size()) != ssize_t(code.size())) {
-    ADD_FAILURE() << "memfd";
-    if (fd >= 0) ::close(fd);
-    return 0;
-  }
-  json r = ctl.request({{"cmd", "submit"},
-                        {"target", k_bucket},
-                        {"kind", "cuda"},
-                        {"entry", entry},
-                        {"comparison", "bitwise"}},
-                       fd);
-  ::close(fd);
+  json r = ctl.submit(
+      {{"target", k_bucket}, {"kind", "cuda"}, {"entry", entry}, {"comparison", "bitwise"}}, code);
   if (!r.value("ok", false)) {
     ADD_FAILURE() << "submit: " << r.dump();
     return 0;

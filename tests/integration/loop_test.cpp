@@ -8,9 +8,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <future>
@@ -122,15 +119,9 @@ void expect_app_correct(App& app) {
 // Submit `code` for the kernel `accumulate`; the job id, or 0 with a test failure.
 uint64_t submit(Ctl& ctl, const std::string& code, const std::string& kind,
                 json extra = json::object()) {
-  int fd = ::memfd_create("candidate", MFD_CLOEXEC);
-  if (fd < 0 || ::write(fd, code.data(), code.size()) != ssize_t(code.size())) {
-    ADD_FAILURE() << "memfd";
-    return 0;
-  }
-  json req{{"cmd", "submit"}, {"target", "accumulate"}, {"kind", kind}};
+  json req{{"target", "accumulate"}, {"kind", kind}};
   req.update(extra);
-  json r = ctl.request(req, fd);
-  ::close(fd);
+  json r = ctl.submit(req, code);
   if (!r.value("ok", false)) {
     ADD_FAILURE() << "submit: " << r.dump();
     return 0;
@@ -531,21 +522,12 @@ TEST(Loop, BoundedCaptureTheOriginalOverrunsIsTakenAgainWhole) {
   Ctl ctl(d->socket());
   App app(d->socket(), {"--relay", "--n", "4096"});
   ASSERT_TRUE(wait_for([&] { return !ctl.kernel("relay").is_null(); }, 60s)) << d->log();
-  const char* same = R"(
-extern "C" __global__ void relay(float* out, int* idx_w, const int* idx_r, const float* data, int n,
-                                 int far)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    idx_w[i] = far + i;
-    out[i] = 2.0f * data[idx_r[i]];
-}
-)";
-  int fd = ::memfd_create("candidate", MFD_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::write(fd, same, std::strlen(same)), ssize_t(std::strlen(same)));
-  json r = ctl.request({{"cmd", "submit"}, {"target", "relay"}, {"kind", "cuda"}}, fd);
-  ::close(fd);
+  // The application's own kernel, unchanged.
+  std::ifstream relay_source(HONE_RELAY_SOURCE);
+  std::stringstream same;
+  same << relay_source.rdbuf();
+  ASSERT_FALSE(same.str().empty()) << HONE_RELAY_SOURCE;
+  json r = ctl.submit({{"target", "relay"}, {"kind", "cuda"}}, same.str());
   ASSERT_TRUE(r.value("ok", false)) << r.dump();
   json job = ctl.wait_job(r["result"]["job"].get<uint64_t>());
   // The same code: correct, and no faster.

@@ -363,6 +363,18 @@ nlohmann::json Ctl::request(const nlohmann::json& req, int fd) {
   return j.is_discarded() ? nlohmann::json{{"ok", false}, {"error", "not JSON"}} : j;
 }
 
+nlohmann::json Ctl::submit(nlohmann::json request, const std::string& code) {
+  int fd = ::memfd_create("candidate", MFD_CLOEXEC);
+  if (fd < 0 || ::write(fd, code.data(), code.size()) != ssize_t(code.size())) {
+    if (fd >= 0) ::close(fd);
+    return nlohmann::json{{"ok", false}, {"error", "cannot write the candidate into a memfd"}};
+  }
+  request["cmd"] = "submit";
+  nlohmann::json r = this->request(request, fd);
+  ::close(fd);
+  return r;
+}
+
 nlohmann::json Ctl::kernel(const std::string& name) {
   nlohmann::json r = request({{"cmd", "kernels"}});
   if (!r.value("ok", false)) return nullptr;

@@ -139,6 +139,10 @@ public:
   // The whole reply ({"ok": ..., "result" | "error": ...}); {"ok": false, ...} on a transport
   // error. `fd` travels with the request (submit).
   nlohmann::json request(const nlohmann::json& request, int fd = -1);
+  // Submits `code` (in a memfd, as honectl submit sends it) with the fields of `request` (target,
+  // kind, comparison, ...): the whole reply, whose result names the job; {"ok": false, ...} when
+  // the memfd cannot be made.
+  nlohmann::json submit(nlohmann::json request, const std::string& code);
   // The kernel named `name` as `kernels` lists it; null until a shim reported it.
   nlohmann::json kernel(const std::string& name);
   // The verified variant of `kernel` (a name or key) that `strategy` made; null until there is one.
