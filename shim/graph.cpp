@@ -276,6 +276,18 @@ bool node_from(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS& p, Node& n,
   return true;
 }
 
+// The nodes a driver list query gives (cuGraphGetNodes of a graph, cuGraphNodeGetDependencies or
+// ...GetDependentNodes of a node): their count, then the nodes. False when a call fails.
+template <class Of>
+bool node_list(CUresult (*query)(Of, CUgraphNode*, size_t*), Of of, std::vector<CUgraphNode>& out) {
+  size_t count = 0;
+  if (query(of, nullptr, &count) != CUDA_SUCCESS) return false;
+  out.resize(count);
+  if (count && query(of, out.data(), &count) != CUDA_SUCCESS) return false;
+  out.resize(count);
+  return true;
+}
+
 // The kernel nodes of `graph` and of its child graphs.
 void walk(CUgraph graph, CUgraphNode parent, Exec& e, int depth) {
   const bool top_level = depth == 0;
@@ -297,19 +309,12 @@ void walk(CUgraph graph, CUgraphNode parent, Exec& e, int depth) {
     e.copy_why = "child graphs nest deeper than 16";
     return;
   }
-  size_t count = 0;
-  if (get_nodes(graph, nullptr, &count) != CUDA_SUCCESS) {
+  std::vector<CUgraphNode> nodes;
+  if (!node_list(get_nodes, graph, nodes)) {
     e.untouchable = true;
     e.copy_why = "its nodes could not be listed";
     return;
   }
-  std::vector<CUgraphNode> nodes(count);
-  if (count && get_nodes(graph, nodes.data(), &count) != CUDA_SUCCESS) {
-    e.untouchable = true;
-    e.copy_why = "its nodes could not be listed";
-    return;
-  }
-  nodes.resize(count);
   for (CUgraphNode node : nodes) {
     CUgraphNodeType type{};
     if (get_type(node, &type) != CUDA_SUCCESS) continue;
@@ -605,16 +610,9 @@ bool node_in_copy(CUgraph original, CUgraphNode node, CUgraph copy, CUgraphNode*
   auto get_nodes = real_fn<GetNodes>(Fn::cuGraphGetNodes);
   if (find && find(out, node, copy) == CUDA_SUCCESS) return true;
   if (!get_nodes) return false;
-  auto list = [&](CUgraph g, std::vector<CUgraphNode>& v) {
-    size_t n = 0;
-    if (get_nodes(g, nullptr, &n) != CUDA_SUCCESS) return false;
-    v.resize(n);
-    if (n && get_nodes(g, v.data(), &n) != CUDA_SUCCESS) return false;
-    v.resize(n);
-    return true;
-  };
   std::vector<CUgraphNode> a, b;
-  if (!list(original, a) || !list(copy, b) || a.size() != b.size()) return false;
+  if (!node_list(get_nodes, original, a) || !node_list(get_nodes, copy, b) || a.size() != b.size())
+    return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i] == node) {
       *out = b[i];
@@ -652,7 +650,8 @@ bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_ou
   std::vector<std::pair<KernelRecord*, std::vector<Node*>>> due;
   for (Node& n : e->nodes) {
     if (!capture_due_at(n)) continue;
-    auto it = std::find_if(due.begin(), due.end(), [&](const auto& d) { return d.first == n.record; });
+    auto it = std::find_if(due.begin(), due.end(),
+                           [&](const auto& d) { return d.first == n.record; });
     if (it != due.end()) {
       it->second.push_back(&n);
     } else if (due.size() < k_captures_per_replay) {
@@ -769,7 +768,8 @@ bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_ou
     }
     // A captured node runs the original with the application's shape, or (a shadow check) what
     // it runs now; every other node what it runs now.
-    auto t = std::find_if(targets.begin(), targets.end(), [&](const Target& t) { return t.node == &n; });
+    auto t = std::find_if(targets.begin(), targets.end(),
+                          [&](const Target& x) { return x.node == &n; });
     CUDA_KERNEL_NODE_PARAMS p =
         t != targets.end() && !t->shadow ? n.params(n.original) : n.params_now();
     if (set_params(cn, &p) != CUDA_SUCCESS) return fail("setting a cloned node's parameters failed");
@@ -780,18 +780,10 @@ bool capture_graph_replay(Exec* e, CUstream stream, bool per_thread, int* res_ou
   }
   for (Target& t : targets) {
     CUgraphNode tc = t.in_clone;
-    auto edges = [&](Edges f, std::vector<CUgraphNode>& out) {
-      size_t count = 0;
-      if (f(tc, nullptr, &count) != CUDA_SUCCESS) return false;
-      out.resize(count);
-      if (count && f(tc, out.data(), &count) != CUDA_SUCCESS) return false;
-      out.resize(count);
-      return true;
-    };
     // Read now, after the copies of the targets before it were added: its copies before it then
     // also follow the copies after a target it depends on, which only orders copies.
     std::vector<CUgraphNode> before, after;
-    if (!tc || !edges(dependencies, before) || !edges(dependents, after)) {
+    if (!tc || !node_list(dependencies, tc, before) || !node_list(dependents, tc, after)) {
       return fail("the captured node's edges could not be read");
     }
     CapturePlan& plan = t.plan;
