@@ -223,14 +223,13 @@ INSTANTIATE_TEST_SUITE_P(
 // its hot kernels their captures. Both kernels' jobs are judged on those captures, and the
 // program's replays stay right.
 TEST(GraphApp, OneReplayCapturesEveryKernelOfTheGraphThatAsks) {
-  std::ostringstream cfg;
-  cfg << "[server]\nreport_interval_ms = 200\n"
-      << "[worker]\ndriver = \"" << HONE_EMU_LIBRARY_DIR << "/libcuda.so.1\"\n"
-      << "[optimizer]\nenabled = true\nhot_min_launches = 20\nhot_top = 2\ngpu_share = 1.0\n"
-      << "[agent]\nstrategies = [\"specialize\"]\n"
-      << "[capture]\ncaptures_per_kernel = 1\ntimeout_s = 60\n"
-      << "[validation]\nwarmup = 0\nruns = 3\nmin_runs = 3\njob_timeout_s = 120\n";
-  auto d = start_daemon(cfg.str());
+  // Hot from their first launch, so that both kernels turn hot in the same report (one replay
+  // launches both) and ask for their captures together.
+  std::string cfg =
+      emu_agent_config(HONE_EMU_LIBRARY_DIR, "[agent]\nstrategies = [\"specialize\"]\n");
+  const std::string hot = "hot_min_launches = 20\n";
+  cfg.replace(cfg.find(hot), hot.size(), "hot_min_launches = 1\nhot_top = 2\n");
+  auto d = start_daemon(cfg);
   ASSERT_TRUE(d);
   AppOptions o = graph_app(d->socket(), {"--mode", "llama", "--chain", "--seconds", "300", "--n",
                                          "4096", "--rounds", "2"});
@@ -240,7 +239,8 @@ TEST(GraphApp, OneReplayCapturesEveryKernelOfTheGraphThatAsks) {
   std::map<std::string, json> judged;
   ASSERT_TRUE(wait_for(
       [&] {
-        for (const auto& j : ctl.request({{"cmd", "jobs"}})["result"].value("jobs", json::array())) {
+        json all = ctl.request({{"cmd", "jobs"}})["result"].value("jobs", json::array());
+        for (const auto& j : all) {
           if (j.value("state", "") == "done" && j.value("captures_used", 0) > 0)
             judged[j.value("kernel", "")] = j;
         }
