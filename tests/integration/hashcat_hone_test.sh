@@ -205,7 +205,7 @@ wait_for 30 "$name's CODE after the second crack" same_code
 wait_for 300 "every job on $name judged" jobs_done
 echo "hashcat_hone_test: jobs on $name (strategy, state, verdict, speedup, captures, message):"
 jobs_report "$key" | sed 's/^/  /'
-jobs_report "$key" | awk -F'\t' '$3 == "internal" { exit 1 }' ||
+jobs_report "$key" | awk -F'\t' '$3 == "internal error" { exit 1 }' ||
   fail "$name: a job ended in an internal error"
 jobs_report "$key" | awk -F'\t' '$3 != "unsupported" && $5 > 0 { ok = 1 } END { exit !ok }' ||
   fail "$name: no job was judged on a capture"
@@ -231,27 +231,20 @@ for k in ks:
                                    k.get("variant_launches", 0)))
 '
 }
-no_job_left() {
-  local all
-  all=$(ctl jobs --json 2>>"$work/honectl.err") || return 1
-  printf '%s' "$all" | python3 -c '
-import json, sys
-data = json.load(sys.stdin)
-jobs = data.get("jobs", data) if isinstance(data, dict) else data
-sys.exit(0 if jobs and all(j.get("state") == "done" for j in jobs) else 1)
-'
-}
-# A job whose kernel was not captured before crack 2 exited waits for the next crack (its capture
-# deadline counts only while a process runs the kernel), as it would for a user's next run: run
-# hashcat again while jobs wait and none runs, at most three more times.
-jobs_running() {
+# jobs_are <condition>: honed's jobs (`jobs`, a list) meet the Python condition.
+jobs_are() {
   ctl jobs --json 2>>"$work/honectl.err" | python3 -c '
 import json, sys
 data = json.load(sys.stdin)
 jobs = data.get("jobs", data) if isinstance(data, dict) else data
-sys.exit(0 if any(j.get("state") == "running" for j in jobs) else 1)
-'
+sys.exit(0 if eval(sys.argv[1]) else 1)
+' "$1"
 }
+no_job_left() { jobs_are 'jobs and all(j.get("state") == "done" for j in jobs)'; }
+# A job whose kernel was not captured before crack 2 exited waits for the next crack (its capture
+# deadline counts only while a process runs the kernel), as it would for a user's next run: run
+# hashcat again while jobs wait and none runs, at most three more times.
+jobs_running() { jobs_are 'any(j.get("state") == "running" for j in jobs)'; }
 extra=0
 deadline=$(($(date +%s) + 600))
 until no_job_left; do
@@ -270,7 +263,7 @@ ctl jobs --json 2>>"$work/honectl.err" | python3 -c '
 import json, sys
 data = json.load(sys.stdin)
 jobs = data.get("jobs", data) if isinstance(data, dict) else data
-bad = [j for j in jobs if j.get("verdict") == "internal"]
+bad = [j for j in jobs if j.get("verdict") == "internal error"]
 for j in bad:
     print("%s %s: %s" % (j.get("kernel"), j.get("strategy"), j.get("message")))
 sys.exit(1 if bad else 0)

@@ -297,7 +297,7 @@ TEST_F(LlamaRun, WeightsOverTheCaptureCapAreCapturedByBoundedRanges) {
   ASSERT_TRUE(wait_for(finished, std::chrono::seconds(240))) << jobs.dump(2);
   size_t judged = 0;
   for (const auto& j : jobs) {
-    EXPECT_NE(j.value("verdict", ""), "internal") << j.dump(2);
+    EXPECT_NE(j.value("verdict", ""), "internal error") << j.dump(2);
     if (keys.count(j.value("kernel", "")) && j.value("captures_used", 0) > 0) ++judged;
     if (keys.count(j.value("kernel", ""))) {
       std::cout << keys[j.value("kernel", "")].substr(0, 40) << " " << j.value("strategy", "")
